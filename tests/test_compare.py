@@ -86,3 +86,24 @@ def test_committed_studies_validate():
     for path in studies:
         cfg = load_compare_config(path)
         assert len(cfg.seeds) >= 5 and cfg.baseline in cfg.methods
+
+
+def test_shared_jobs_dir_reuses_same_config_and_refuses_a_different_one(tmp_path):
+    from grae.train.config import to_dict
+
+    def study(name, overrides):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"base": "default", "overrides": overrides, "seeds": [0], "baseline": "grpo",
+                                        "methods": {"grpo": {"estimator": "grpo"}},
+                                        "output_dir": str(tmp_path / name), "jobs_dir": str(tmp_path / "jobs")}))
+        return path
+
+    first = load_compare_config(study("a", {"max_steps": 7}))
+    (job,) = first.jobs()
+    assert job.output_dir == tmp_path / "jobs" / "grpo" / "seed0"
+    job.output_dir.mkdir(parents=True)
+    (job.output_dir / "job.yaml").write_text(yaml.safe_dump(to_dict(first.train_config(job)), sort_keys=False))
+    (again,) = load_compare_config(study("b", {"max_steps": 7})).jobs()
+    assert again.output_dir == job.output_dir
+    with pytest.raises(ConfigError, match=r"method 'grpo' seed 0: .* holds a run with a different config"):
+        load_compare_config(study("c", {"max_steps": 8}))

@@ -10,11 +10,16 @@ Example (``studies/*.yaml``)::
     seeds: [0, 1, 2, 3, 4]
     baseline: grpo
     output_dir: runs/compare/main
+    jobs_dir: runs/compare/jobs       # optional (default <output_dir>/jobs): a job pool shared by studies
     parallel: 1                       # jobs at once (each gets cores / parallel torch threads)
     bootstrap: 2000
 
 A sweep expands a method into one method per value, named ``agrae[alpha=0.25]``. Every job's
 config is validated (``grae.train.config``) before anything runs.
+
+Studies that share a ``jobs_dir`` share runs: a job lives in ``<jobs_dir>/<method>/seed<s>`` and is
+reused by any study whose job of that name has the same train config. A job directory that holds a
+different config (its ``job.yaml``) is an error, never silently reused.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from grae.train.config import ConfigError, TrainConfig, load_config
+from grae.train.config import ConfigError, TrainConfig, load_config, to_dict
 
-KEYS = {"base", "overrides", "methods", "seeds", "baseline", "output_dir", "parallel", "bootstrap", "title", "notes"}
+KEYS = {"base", "overrides", "methods", "seeds", "baseline", "output_dir", "jobs_dir", "parallel", "bootstrap", "title", "notes"}
 
 
 @dataclass
@@ -56,10 +61,12 @@ class CompareConfig:
     title: str = ""
     notes: str = ""
     source: str = ""
+    jobs_dir: Path | None = None
 
     def jobs(self) -> list[Job]:
-        return [Job(m, s, {**self.overrides, **params, "seed": s, "output_dir": str(self.output_dir / "jobs" / _slug(m) / f"seed{s}")},
-                    self.output_dir / "jobs" / _slug(m) / f"seed{s}")
+        pool = self.jobs_dir or self.output_dir / "jobs"
+        return [Job(m, s, {**self.overrides, **params, "seed": s, "output_dir": str(pool / _slug(m) / f"seed{s}")},
+                    pool / _slug(m) / f"seed{s}")
                 for m, params in self.methods.items() for s in self.seeds]
 
     def train_config(self, job: Job) -> TrainConfig:
@@ -116,10 +123,20 @@ def load_compare_config(path: str | Path) -> CompareConfig:
     cfg = CompareConfig(base=str(raw["base"]), methods=methods, seeds=seeds, baseline=raw["baseline"],
                         output_dir=Path(raw["output_dir"]), overrides=flatten(raw.get("overrides") or {}),
                         parallel=int(raw.get("parallel", 1)), bootstrap=int(raw.get("bootstrap", 2000)),
-                        title=raw.get("title", ""), notes=raw.get("notes", ""), source=str(path))
+                        title=raw.get("title", ""), notes=raw.get("notes", ""), source=str(path),
+                        jobs_dir=Path(raw["jobs_dir"]) if raw.get("jobs_dir") else None)
     for job in cfg.jobs():
         try:
-            cfg.train_config(job)
+            config = cfg.train_config(job)
         except ConfigError as err:
             raise ConfigError(f"method {job.method!r}: {err}") from None
+        check_job_dir(job, config)
     return cfg
+
+
+def check_job_dir(job: Job, config: TrainConfig) -> None:
+    """A job directory may only be reused by a job with the same train config (shared ``jobs_dir``)."""
+    recorded = job.output_dir / "job.yaml"
+    if recorded.exists() and yaml.safe_load(recorded.read_text()) != to_dict(config):
+        raise ConfigError(f"method {job.method!r} seed {job.seed}: {job.output_dir} holds a run with a different "
+                          f"config ({recorded}); rename the method, or use another output_dir/jobs_dir")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from grae.compare.grid import CompareConfig
-from grae.compare.stats import Interval, curve_bands, method_passk, paired_vs_baseline
+from grae.compare.stats import Interval, curve_bands, method_passk, paired_vs_baseline, two_level_bootstrap
 from grae.eval.records import atomic_write_json, atomic_write_text, read_rows
 from grae.eval.stats import count_problems
 from grae.metrics import powers_of_two
@@ -52,7 +52,6 @@ def write_compare_report(cfg: CompareConfig, *, wall_seconds: float | None = Non
     base_path = out / "base" / "before.jsonl"
     base = None
     if base_path.exists():
-        from grae.compare.stats import two_level_bootstrap
         from grae.eval.stats import per_problem_passk
 
         counts = count_problems(read_rows(base_path))
@@ -110,6 +109,7 @@ def write_compare_report(cfg: CompareConfig, *, wall_seconds: float | None = Non
             cells.append(f"{early:.3f} → {late:.3f}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "![dynamics](dynamics.png)", ""]
+    lines += training_passk_lines(data, int(trl.get("num_generations", 8)), draws=cfg.bootstrap)
     if len(cfg.seeds) < 5:
         lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed-level bootstrap "
                   "underestimates the spread between seeds. Treat the intervals as optimistic.", ""]
@@ -120,6 +120,43 @@ def write_compare_report(cfg: CompareConfig, *, wall_seconds: float | None = Non
         "vs_baseline": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in diffs.items()},
         "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
+
+
+TRAINING_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+
+
+def training_passk(runs: list[list[dict]], group_size: int, draws: int = 2000) -> dict[str, list[Interval]]:
+    """pass@1 and pass@G of the training batches at 25/50/75/100 % of training, with a bootstrap over seeds.
+
+    With 0/1 rewards a group of G samples is an unbiased pass@k sample for k ≤ G: pass@1 is the batch
+    mean reward and pass@G is 1 − the fraction of all-wrong groups. Each seed's value at a fraction f is
+    its mean over the last 10 % of steps up to f·steps.
+    """
+    out: dict[str, list[Interval]] = {}
+    for name, key, transform in (("pass@1", "reward_mean", lambda v: v), (f"pass@{group_size}", "frac_all_wrong", lambda v: 1 - v)):
+        per_seed = []  # [seeds, fractions]
+        for rows in runs:
+            vals = [transform(r[key]) for r in rows if r.get(key) is not None]
+            if not vals:
+                continue
+            window = max(1, len(vals) // 10)
+            ends = [max(window, round(f * len(vals))) for f in TRAINING_FRACTIONS]
+            per_seed.append([float(np.mean(vals[e - window:e])) for e in ends])
+        if per_seed:
+            out[name] = two_level_bootstrap(np.array(per_seed)[:, None, :], draws)
+    return out
+
+
+def training_passk_lines(data: dict, group_size: int, *, draws: int) -> list[str]:
+    header = " | ".join(f"{int(100 * f)}% of steps" for f in TRAINING_FRACTIONS)
+    lines = ["## pass@k on the training batches over training (%; mean [95% CI over seeds])", "",
+             f"With 0/1 rewards each group of G = {group_size} samples gives pass@1 (batch mean reward) and "
+             f"pass@{group_size} (1 − fraction of all-wrong groups); each cell averages the last 10% of steps up to "
+             "that point.", "", "| method | k | " + header + " |", "|---|---|" + "---|" * len(TRAINING_FRACTIONS)]
+    for m, e in data.items():
+        for name, intervals in training_passk(list(e["metrics"].values()), group_size, draws).items():
+            lines.append(f"| {m} | {name} | " + " | ".join(_fmt(iv) for iv in intervals) + " |")
+    return lines + [""]
 
 
 def _early_late(runs: list[list[dict]], key: str) -> tuple[float, float]:
