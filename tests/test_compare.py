@@ -45,6 +45,7 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
     report = (out / "report.md").read_text()
     assert "| grpo |" in report and "| ngrpo |" in report and "Paired difference vs grpo" in report
     assert "seeds per method: 2" in report and "training wall time" in report
+    assert "over 1 invocation(s), which ran 4 of the 4 jobs" in report
     assert (out / "passk.png").stat().st_size > 0 and (out / "dynamics.png").stat().st_size > 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["methods"]) == {"grpo", "ngrpo"}
@@ -55,6 +56,16 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
     assert second.returncode == 0
     assert "4 of 4 jobs already finished; running 0" in second.stdout
     assert all(p.stat().st_mtime == t for p, t in mtimes.items())
+
+    # a second study on the same job pool reuses the finished grpo runs and says so in its budget
+    other = yaml.safe_load(config.read_text())
+    other.update(output_dir=str(tmp_path / "other"), jobs_dir=str(out / "jobs"), methods={"grpo": {"estimator": "grpo"}})
+    other_path = tmp_path / "other.yaml"
+    other_path.write_text(yaml.safe_dump(other))
+    third = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(other_path)], capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    assert "2 of 2 jobs already finished; running 0" in third.stdout
+    assert "not recorded (no invocation ran a job)" in (tmp_path / "other" / "report.md").read_text()
 
 
 def test_sweeps_expand_and_bad_configs_fail(tmp_path):

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from grae.compare.grid import load_compare_config
-        from grae.compare.report import write_compare_report
+        from grae.compare.report import log_invocation, write_compare_report
         from grae.compare.runner import run_jobs
         from grae.train.config import ConfigError
 
@@ -28,8 +28,10 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             console.print(f"[red]config error[/red] {err}")
             raise typer.Exit(2)
-        t0 = time.perf_counter()
+        started, t0 = time.time(), time.perf_counter()
         if not report_only:
-            run_jobs(cfg, log=console.print)
-        report = write_compare_report(cfg, wall_seconds=None if report_only else time.perf_counter() - t0)
+            seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False))
+            if seconds:
+                log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
+        report = write_compare_report(cfg)
         console.print(f"report: {report}")

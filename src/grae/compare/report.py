@@ -38,7 +38,7 @@ def _fmt(iv: Interval, scale: float = 100.0) -> str:
     return f"{scale * iv.mean:.1f} [{scale * iv.lo:.1f}, {scale * iv.hi:.1f}]"
 
 
-def write_compare_report(cfg: CompareConfig, *, wall_seconds: float | None = None) -> Path:
+def write_compare_report(cfg: CompareConfig) -> Path:
     from grae.eval.report import plot_passk_curves
 
     out = cfg.output_dir
@@ -80,8 +80,8 @@ def write_compare_report(cfg: CompareConfig, *, wall_seconds: float | None = Non
         f"- steps per run: {', '.join(map(str, steps))}; {per_step} completions per step "
         f"(G = {trl.get('num_generations', 8)}); {per_step * (steps[-1] if steps else 0):,} training samples per run",
         f"- held-out: {first[cfg.seeds[0]].num_problems} problems × n = {n_min} samples per run",
-        f"- training wall time: {total_train / 60:.1f} min summed over runs"
-        + (f"; whole compare {wall_seconds / 60:.1f} min wall" if wall_seconds else ""),
+        f"- training wall time: {total_train / 60:.1f} min summed over runs",
+        invocations_line(out, len(cfg.jobs())),
         f"- statistics: mean over seeds and problems, 95% two-level bootstrap (seeds × problems, {cfg.bootstrap} draws); "
         "differences paired by seed against the baseline (grae.compare.stats)",
         f"- reproduce: `grae compare {cfg.source}`",
@@ -157,6 +157,29 @@ def training_passk_lines(data: dict, group_size: int, *, draws: int) -> list[str
         for name, intervals in training_passk(list(e["metrics"].values()), group_size, draws).items():
             lines.append(f"| {m} | {name} | " + " | ".join(_fmt(iv) for iv in intervals) + " |")
     return lines + [""]
+
+
+INVOCATIONS = "invocations.jsonl"
+
+
+def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: list[str]) -> None:
+    """Append one ``grae compare`` invocation (start time, wall seconds, jobs it ran) to the study's log."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / INVOCATIONS, "a") as f:
+        f.write(json.dumps({"started": started, "wall_seconds": round(wall_seconds, 1), "jobs_run": jobs_run}) + "\n")
+
+
+def invocations_line(out: Path, num_jobs: int) -> str:
+    """Budget line: compare wall time over every invocation, and how many jobs this study ran itself."""
+    path = out / INVOCATIONS
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not rows:
+        return "- compare wall time: not recorded (no invocation ran a job)"
+    ran = {j for r in rows for j in r["jobs_run"]}
+    reused = num_jobs - len(ran)
+    line = (f"- compare wall time: {sum(r['wall_seconds'] for r in rows) / 60:.1f} min over {len(rows)} invocation(s), "
+            f"which ran {len(ran)} of the {num_jobs} jobs")
+    return line + (f"; the other {reused} were already finished in the shared jobs_dir (run by another study)" if reused else "")
 
 
 def _early_late(runs: list[list[dict]], key: str) -> tuple[float, float]:
