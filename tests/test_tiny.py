@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 pytest.importorskip("reasoning_gym")
 
-from grae.tiny import (DEFAULT_TASK, build_tiny, evaluate_passk, extract_answer, format_prompt, load_tiny, tiny_model_path)
+from grae.tiny import DEFAULT_TASK, build_tiny, evaluate_passk, format_prompt, load_tiny, tiny_model_path
 
 SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
              batch_size=8, warmup_steps=2, tokenizer_corpus_per_task=200, calib_steps=6, calib_warmup_steps=2)
@@ -60,10 +60,6 @@ def test_build_is_deterministic(built, tmp_path):
     for k in a:
         assert torch.equal(a[k], b[k]), k
     assert (built / "tokenizer.json").read_text() == (tmp_path / "tokenizer.json").read_text()
-
-
-def test_extract_answer():
-    assert extract_answer(" -12 and more") == "-12" and extract_answer(" none") is None
 
 
 @pytest.mark.skipif(not (tiny_model_path() / "model.safetensors").exists(), reason="no shipped checkpoint")

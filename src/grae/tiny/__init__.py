@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from .build import TinyRecipe, build_tiny, main, train_tokenizer
-from .evaluate import evaluate_passk, pass_at_k
-from .tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, TinyTask, extract_answer, format_prompt
+from .evaluate import evaluate_passk
+from .tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, TinyTask, format_prompt
 
-__all__ = ["TinyRecipe", "build_tiny", "main", "train_tokenizer", "evaluate_passk", "pass_at_k",
+__all__ = ["TinyRecipe", "build_tiny", "main", "train_tokenizer", "evaluate_passk",
            "tiny_model_path", "load_tiny", "DEFAULT_TASK", "DEFAULT_TASK_KWARGS", "HELDOUT_SEED",
-           "TinyTask", "extract_answer", "format_prompt"]
+           "TinyTask", "format_prompt"]
 
 
 def tiny_model_path() -> Path:

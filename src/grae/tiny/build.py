@@ -160,21 +160,15 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
 
 
 def excluded_questions(task: TinyTask) -> set[str]:
-    """Whitespace-normalised questions that SFT never trains on: the first 1000 of the tiny held-out
-    set (seed ``HELDOUT_SEED``) and, when :mod:`grae.data` is available, its whole held-out split for
-    the same task (what ``grae train`` / ``grae eval`` evaluate on)."""
+    """Whitespace-normalised questions that SFT never trains on: grae.data's whole held-out split for
+    the task (what ``grae train`` / ``grae eval`` evaluate on) and the first 1000 questions drawn at
+    ``HELDOUT_SEED`` (the build's original held-out set)."""
+    from grae.data import get_task
+
     held = task.dataset(1000, HELDOUT_SEED)
     out = {" ".join(held[i]["question"].split()) for i in range(len(held))}
-    try:
-        from grae.data import get_task
-    except ImportError:
-        return out
-    try:
-        gtask = get_task(task.name, prompt_style="plain", **task.kwargs)
-        out |= {" ".join(e["question"].split()) for e in gtask.heldout()}
-    except Exception:  # pragma: no cover - grae.data variant without this task/kwargs
-        pass
-    return out
+    heldout_task = get_task(task.name, prompt_style="plain", **task.kwargs)
+    return out | {" ".join(e["question"].split()) for e in heldout_task.heldout()}
 
 
 def sft(model, tokenizer, recipe: TinyRecipe, *, stage: int = 1, log_every: int = 100, log=print,
@@ -279,13 +273,13 @@ def build_tiny(
         recipe=asdict(recipe), n_params=n_params, sft_history=history,
         sft_seconds=round(sft_seconds, 1), torch_threads=torch.get_num_threads(),
         torch_version=torch.__version__, python=platform.python_version(),
-        heldout=dict(task=recipe.task, task_kwargs=recipe.task_kwargs, seed=HELDOUT_SEED,
+        heldout=dict(task=recipe.task, task_kwargs=recipe.task_kwargs, split="grae.data held-out",
                      prompt="plain: f'{question}\\nAnswer:'"),
     )
     if evaluate:
         from .evaluate import evaluate_passk
 
-        info["base_eval"] = evaluate_passk(model, tokenizer, task=TinyTask(recipe.task, dict(recipe.task_kwargs)),
+        info["base_eval"] = evaluate_passk(model, tokenizer, task=recipe.task, task_kwargs=dict(recipe.task_kwargs),
                                            n_problems=eval_problems, n_samples=eval_samples, seed=seed)
         log(json.dumps(info["base_eval"]))
     info["build_seconds"] = round(time.time() - t_start, 1)

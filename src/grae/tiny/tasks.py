@@ -1,13 +1,12 @@
-"""Task definitions used by the tiny-model build (SFT data, held-out eval).
+"""The tiny-model build's data: the SFT stream and the tokenizer corpus.
 
-Kept deliberately small and self-contained.  If :mod:`grae.data` provides the same
-task (``chain_sum`` with the kwargs below and the ``plain`` prompt style), these
-helpers are thin adapters that should be merged into it.
+Prompts are :mod:`grae.data`'s ``plain`` style; held-out evaluation and rewards are grae.data's task
+(``evaluate.py``). The SFT stream is the raw reasoning-gym generator at ``SFT_DATA_SEED``, kept as it
+was so that ``grae tiny build`` reproduces the shipped checkpoint bit for bit.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,31 +15,24 @@ from typing import Any
 DEFAULT_TASK = "chain_sum"
 DEFAULT_TASK_KWARGS: dict[str, Any] = dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2)
 
-#: Seeds of the reasoning-gym generators.  The held-out eval seed must never be used
-#: for training (SFT or RL); questions that also occur in the held-out set are
-#: filtered out of the training stream.
+#: Seeds of the reasoning-gym generators. SFT never trains on a question of grae.data's held-out split
+#: nor on the first 1000 questions drawn at ``HELDOUT_SEED`` (the build's original held-out set, still
+#: excluded so that the build reproduces the shipped checkpoint).
 SFT_DATA_SEED = 1
-RL_DATA_SEED = 777
 HELDOUT_SEED = 12345
 
 
 def format_prompt(question: str) -> str:
-    """The ``plain`` prompt style: ``f"{question}\\nAnswer:"``; completion is ``" <answer>" + eos``."""
-    return f"{question}\nAnswer:"
+    """The ``plain`` prompt style (``grae.data.procedural_prompt``): ``f"{question}\\nAnswer:"``; the
+    completion is ``" <answer>" + eos``."""
+    from grae.data.prompts import procedural_prompt
 
-
-_INT = re.compile(r"-?\d+")
-
-
-def extract_answer(completion: str) -> str | None:
-    """First integer at the start of the (stripped) completion, or ``None``."""
-    m = _INT.match(completion.strip())
-    return m.group(0) if m else None
+    return procedural_prompt(question, "plain")
 
 
 @dataclass
 class TinyTask:
-    """A reasoning-gym dataset plus the binary checker used for the tiny model."""
+    """The raw reasoning-gym generator behind the SFT stream."""
 
     name: str = DEFAULT_TASK
     kwargs: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TASK_KWARGS))
@@ -49,15 +41,6 @@ class TinyTask:
         import reasoning_gym
 
         return reasoning_gym.create_dataset(self.name, size=size, seed=seed, **self.kwargs)
-
-    @staticmethod
-    def is_correct(completion: str, entry: dict, ds) -> bool:
-        """Binary reward: reasoning-gym score of the parsed answer must be exactly 1.0.
-
-        (``score_answer`` alone gives partial credit when the oracle is a substring.)
-        """
-        a = extract_answer(completion)
-        return a is not None and ds.score_answer(a, entry) == 1.0
 
 
 def tokenizer_corpus(n_per_task: int = 2000, seed: int = 0):
