@@ -46,7 +46,8 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
     assert "| grpo |" in report and "| ngrpo |" in report and "Paired difference vs grpo" in report
     assert "seeds per method: 2" in report and "training wall time" in report
     assert "over 1 invocation(s), which ran 4 of the 4 jobs" in report
-    assert (out / "passk.png").stat().st_size > 0 and (out / "dynamics.png").stat().st_size > 0
+    assert all((out / png).stat().st_size > 0 for png in ("passk.png", "dynamics.png", "passk_vs_baseline.png"))
+    assert "![pass@k difference vs baseline](passk_vs_baseline.png)" in report
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["methods"]) == {"grpo", "ngrpo"}
 

@@ -11,6 +11,7 @@ import numpy as np
 from grae.compare.grid import CompareConfig
 from grae.compare.stats import Interval, curve_bands, method_passk, paired_vs_baseline, two_level_bootstrap
 from grae.eval.records import atomic_write_json, atomic_write_text, read_rows
+from grae.eval.report import line_colors
 from grae.eval.stats import count_problems
 from grae.metrics import powers_of_two
 from grae.train.callbacks import read_metrics
@@ -64,6 +65,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         bands = {"base": {k: (iv.lo, iv.hi) for k, iv in base.items()}, **bands}
     plot_passk_curves(curves, out / "passk.png", cfg.title or "held-out pass@k after training", intervals=bands)
     plot_dynamics(data, out / "dynamics.png")
+    if diffs:
+        plot_differences(diffs, cfg.baseline, out / "passk_vs_baseline.png")
 
     steps = sorted({s for e in data.values() for s in e["steps"].values() if s is not None})
     train_cfg = cfg.train_config(cfg.jobs()[0])
@@ -100,7 +103,7 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     for m, d in diffs.items():
         lines.append(f"| {m} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] p={d[k].p_opposite:.2f}"
                                               for k in ks) + " |")
-    lines += ["", "![pass@k](passk.png)", "", "## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
+    lines += ["", "![pass@k](passk.png)", ""] + (["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []) + [ "## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
               "| method | " + " | ".join(f"{label} early → late" for _, label in DYNAMICS[:4]) + " |", "|---|" + "---|" * 4]
     for m, e in data.items():
         cells = []
@@ -200,6 +203,7 @@ def plot_dynamics(data: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), dpi=120)
+    colors = dict(zip(data, line_colors(len(data))))
     for ax, (key, label) in zip(axes.ravel(), DYNAMICS):
         for method, entry in data.items():
             series = [_smooth([r.get(key) for r in rows]) for rows in entry["metrics"].values() if rows]
@@ -207,12 +211,40 @@ def plot_dynamics(data: dict, path: Path) -> Path:
                 continue
             mean, lo, hi = curve_bands(series)
             steps = np.arange(1, len(mean) + 1)
-            line, = ax.plot(steps, mean, linewidth=1.4, label=method)
+            line, = ax.plot(steps, mean, linewidth=1.4, label=method, color=colors[method])
             ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.grid(True, alpha=0.3)
     axes.ravel()[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path: Path) -> Path:
+    """Paired pass@k difference against the baseline per k (log₂ axis), one line per method with its 95% band."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=150)
+    for (method, by_k), color in zip(diffs.items(), line_colors(len(diffs))):
+        ks = sorted(by_k)
+        ax.plot(ks, [100 * by_k[k].mean for k in ks], marker="o", markersize=3, linewidth=1.4, label=method, color=color)
+        ax.fill_between(ks, [100 * by_k[k].lo for k in ks], [100 * by_k[k].hi for k in ks], color=color, alpha=0.12, linewidth=0)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ks = sorted({k for by_k in diffs.values() for k in by_k})
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.minorticks_off()
+    ax.set_xlabel("k (samples)")
+    ax.set_ylabel(f"pass@k − {baseline} (points)")
+    ax.set_title(f"paired difference vs {baseline} (95% two-level bootstrap)", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -17,6 +17,14 @@ from .stats import count_problems, passk_estimates
 Curve = Mapping[int, float]
 
 
+def line_colors(n: int) -> list:
+    """``n`` distinguishable line colours: tab10 up to 10 lines, tab20 beyond (no colour repeats up to 20)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
 def plot_passk_curves(curves: Mapping[str, Curve], path: str | Path, title: str | None = None, *,
                       intervals: Mapping[str, Mapping[int, tuple[float, float]]] | None = None,
                       ylabel: str = "pass@k") -> Path:
@@ -38,10 +46,10 @@ def plot_passk_curves(curves: Mapping[str, Curve], path: str | Path, title: str 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6.0, 4.2), dpi=150)
     all_ks: set[int] = set()
-    for label, curve in curves.items():
+    for (label, curve), color in zip(curves.items(), line_colors(len(curves))):
         ks = sorted(int(k) for k in curve)
         values = [100.0 * curve[k] for k in ks]
-        line, = ax.plot(ks, values, marker="o", markersize=3.5, linewidth=1.6, label=label)
+        line, = ax.plot(ks, values, marker="o", markersize=3.5, linewidth=1.6, label=label, color=color)
         band = (intervals or {}).get(label)
         if band:
             kb = [k for k in ks if k in band]
