@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from grae.compare.grid import CompareConfig, Job
+from grae.eval.records import atomic_write_text
 
 
 def job_command(job: Job, config_path: Path) -> list[str]:
@@ -43,7 +44,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
         config = cfg.train_config(job)
         from grae.train.config import to_dict
 
-        config_path.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+        atomic_write_text(config_path, yaml.safe_dump(to_dict(config), sort_keys=False))
         if base_rows is not None:
             target = job.output_dir / "eval" / "before.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)
