@@ -439,6 +439,36 @@ def test_safe_reward_rejects_malformed_outputs():
     assert fn(prompts=["p"] * 2, completions=["bad", "ok"]) == [None, 1.0]
 
 
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, "n/a", [1.0], {"r": 1}, 1j])
+def test_safe_reward_bad_values_are_faults_not_crashes(bad):
+    """±inf and non-numbers become the fallback (missing), counted as failures, without a per-sample rerun."""
+    calls = []
+
+    def fn(completions, **kwargs):
+        calls.append(len(completions))
+        return [bad if c == "x" else 1.0 for c in completions]
+
+    wrapped = R.safe_reward(fn, name="bad_values")
+    assert wrapped(prompts=["p"] * 3, completions=["a", "x", "b"]) == [1.0, None, 1.0]
+    assert wrapped.failures == 1 and wrapped.last_call[:2] == (3, 1) and calls == [3]
+    assert "is a finite number" in str(wrapped.last_call[3])
+    with pytest.raises(R.RewardFunctionError, match="'bad_values' failed on all 2 samples"):
+        wrapped(prompts=["p"] * 2, completions=["x", "x"])
+    assert R.safe_reward(fn, fallback=0.0)(prompts=["p"] * 2, completions=["x", "a"]) == [0.0, 1.0]
+
+
+def test_safe_reward_nan_and_none_are_missing_not_failures():
+    fn = R.safe_reward(lambda completions, **kw: [math.nan, None, 0.5][: len(completions)], name="missing")
+    assert fn(prompts=["p"] * 3, completions=["a", "b", "c"]) == [None, None, 0.5]
+    assert fn.failures == 0
+
+
+def test_safe_reward_wrong_length_is_retried_per_sample():
+    fn = R.safe_reward(lambda completions, **kw: [1.0] * (len(completions) + 1) if len(completions) > 1 else [2.0],
+                       name="wrong_length")
+    assert fn(prompts=["p"] * 3, completions=["a", "b", "c"]) == [2.0, 2.0, 2.0]
+
+
 def test_safe_reward_timeout_per_sample():
     def slow(completions, **kwargs):
         if completions[0] == "hang":

@@ -4,6 +4,7 @@ registry's advantages, weights drop samples, estimator state survives checkpoint
 from __future__ import annotations
 
 import json
+import math
 import zlib
 
 import pytest
@@ -175,3 +176,95 @@ def test_resuming_a_stateful_estimator_without_its_state_fails_loudly(model_dir,
     resumed = make_trainer(model_dir, tmp_path / "run", "avspo", steps=3, config=dict(save_strategy="steps", save_steps=2))
     with pytest.raises(FileNotFoundError, match="grae_estimator_state.json"):
         resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
+
+
+# -- settings that would silently change meaning --------------------------------------------------
+def test_scale_rewards_is_the_estimators_scale(model_dir, tmp_path):
+    trainer = make_trainer(model_dir, tmp_path / "none", "grpo", trainer_cls=Recording, steps=1,
+                           config=dict(scale_rewards="none"))
+    assert trainer.estimator.params["scale"] == "none"
+    trainer.train()
+    gen = trainer.generations[0]
+    centred = gen["rewards"] - gen["rewards"].view(-1, G).mean(1).repeat_interleave(G)  # Dr. GRPO: no std
+    assert torch.allclose(gen["advantages"], centred.float(), atol=1e-6)
+    assert make_trainer(model_dir, tmp_path / "batch", "agrae", config=dict(scale_rewards="batch")).estimator.params["scale"] == "batch"
+    # TRL's untouched default defers to an explicit estimator parameter
+    assert make_trainer(model_dir, tmp_path / "d", "grpo", estimator_params={"scale": "none"}).estimator.params["scale"] == "none"
+
+
+@pytest.mark.parametrize("estimator, params, scale, match", [
+    ("grpo", {"scale": "group"}, "none", "contradicts the estimator's scale='group'"),
+    ("rloo", None, "none", "estimator 'rloo' has no reward-scaling option"),
+    ("dgpo", None, "batch", "estimator 'dgpo' has no reward-scaling option"),
+])
+def test_scale_rewards_that_cannot_mean_anything_is_refused(model_dir, tmp_path, estimator, params, scale, match):
+    with pytest.raises(ValueError, match=f"scale_rewards='{scale}'.*{match}"):
+        make_trainer(model_dir, tmp_path, estimator, estimator_params=params, config=dict(scale_rewards=scale))
+
+
+@pytest.mark.parametrize("loss_type, agg", [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm"),
+                                            ("dapo", None), ("bnpo", None)])
+def test_per_row_loss_types_become_weight_aware_grae_losses(model_dir, tmp_path, loss_type, agg):
+    trainer = make_trainer(model_dir, tmp_path, "psr", trainer_cls=Recording, steps=2, config=dict(loss_type=loss_type))
+    assert trainer.grae_loss_agg_mode == agg
+    trainer.train()
+    assert all(math.isfinite(e["loss"]) for e in trainer.state.log_history if "loss" in e)
+
+
+@pytest.mark.parametrize("loss_type", ["sapo", "luspo"])
+def test_per_row_loss_types_without_a_weighted_equivalent_are_refused(model_dir, tmp_path, loss_type):
+    with pytest.raises(ValueError, match=f"loss_type='{loss_type}': its normaliser counts every sample"):
+        make_trainer(model_dir, tmp_path, "grpo", config=dict(loss_type=loss_type))
+
+
+def test_mapped_grpo_loss_is_trls_objective_when_nothing_is_dropped(model_dir, tmp_path):
+    """Same seed, same model: GraeTrainer's loss_type='grpo' (grae's seq-mean-token-mean) gives the loss
+    stock GRPOTrainer gives, up to the std ε (grae 1e-6 as verl, TRL 1e-4)."""
+    from trl import GRPOTrainer
+
+    losses = []
+    for cls in (GRPOTrainer, GraeTrainer):
+        extra = {} if cls is GRPOTrainer else {"estimator": "grpo"}
+        cfg = dict(output_dir=str(tmp_path / cls.__name__), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                   logging_steps=1, max_steps=1, learning_rate=1e-3, per_device_train_batch_size=PROMPTS * G,
+                   num_generations=G, max_completion_length=6, temperature=1.0, top_k=0, beta=0.04, loss_type="grpo",
+                   gradient_checkpointing=False, dataloader_num_workers=0, seed=0)
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        data = Dataset.from_list([{"prompt": f"What is {a} + {a + 1}?\nAnswer:"} for a in range(16)])
+        trainer = cls(model=AutoModelForCausalLM.from_pretrained(model_dir), processing_class=tok, reward_funcs=[parity_reward],
+                      args=GRPOConfig(**cfg), train_dataset=data, **extra)
+        trainer.train()
+        losses.append(next(e["loss"] for e in trainer.state.log_history if "loss" in e))
+    assert losses[1] == pytest.approx(losses[0], rel=1e-3, abs=1e-6)
+
+
+def test_a_reward_function_failing_everywhere_stops_on_the_gathered_batch(model_dir, tmp_path):
+    trainer = make_trainer(model_dir, tmp_path, "grpo", steps=1, reward=broken_reward)
+    wrapped = trainer.reward_funcs[0]
+    assert wrapped.raise_on_total_failure is False  # the trainer decides, on every rank at once
+    from grae.rewards import RewardFunctionError
+
+    with pytest.raises(RewardFunctionError, match="failed on all 8 samples"):
+        trainer.train()
+
+
+def test_an_inf_reward_is_dropped_and_the_run_goes_on(model_dir, tmp_path):
+    """Issue 12's reproduction: one ``inf`` used to reach the estimator and stop training on step 1."""
+    def inf_once(completions, **kwargs):
+        return [math.inf if i == 0 else float(zlib.crc32(c.encode()) % 2) for i, c in enumerate(completions)]
+
+    trainer = make_trainer(model_dir, tmp_path, "agrae", trainer_cls=Recording, steps=2, reward=inf_once)
+    trainer.train()
+    for gen in trainer.generations:
+        assert torch.isnan(gen["rewards"][0]) and gen["weights"][0] == 0
+    assert [e["inf_once/failure_frac"] for e in trainer.state.log_history if "inf_once/failure_frac" in e] == [1 / 8] * 2
+
+
+def test_a_step_with_every_reward_missing_says_so(model_dir, tmp_path, caplog):
+    def nothing(completions, **kwargs):
+        return [None] * len(completions)
+
+    trainer = make_trainer(model_dir, tmp_path, "grpo", steps=1, reward=nothing)
+    with caplog.at_level("WARNING", logger="grae.engines.trl"):
+        trainer.train()
+    assert "step 1: every reward of the batch is missing (8 samples)" in caplog.text

@@ -37,12 +37,38 @@ trl#4525 is to override ``_generate_and_score_completions``):
    ``entropy`` and ``clip_ratio/*``.
 
 Estimator state updates only on training batches; evaluation batches use a throw-away copy.
+
+Settings that would silently change meaning are mapped or refused at construction:
+
+* ``scale_rewards`` (TRL's std scaling) *is* the estimator's ``scale`` parameter for estimators that
+  have one (``grpo``, ``agrae``, the dominant/focused variants): ``scale_rewards="none"`` trains
+  unscaled GRPO. An estimator without a ``scale`` parameter refuses any value but TRL's default
+  ``"group"``, as does an explicit ``estimator_params["scale"]`` that contradicts it. TRL's clip
+  ``epsilon``/``epsilon_high`` keep their meaning on both loss paths; the estimator's std ε (``eps``,
+  1e-6 as verl) replaces TRL's hard-coded 1e-4.
+* ``loss_type="grpo"`` / ``"dr_grpo"`` normalise by the number of rows, which would count the samples
+  grae drops: they are computed by grae's loss as ``seq-mean-token-mean`` /
+  ``seq-mean-token-sum-norm`` (the same objective, weight-aware, with a global normaliser).
+  ``"sapo"`` and ``"luspo"`` have the same flaw and no grae equivalent: refused.
+* On grae's loss path the KL term (β) and the policy term share one normaliser: the generation
+  batch's global token count (``token-mean``) or kept-sample count (``seq-mean-*``), divided by the
+  number of processes and rescaled to one accumulation window — TRL's ``dapo`` rule.
+
+Multi-process rule. Every collective (``gather``, ``reduce``, ``wait_for_everyone``, ...) in this
+module is reached unconditionally, or under a condition computed from data that is identical on every
+rank: the gathered batch (rewards, the estimator's result on it) or a config value. A branch on a
+rank's *local* slice that contains a collective deadlocks the ranks that skip it. For the same reason
+a reward function's total failure is decided on the gathered batch (see :meth:`_calculate_rewards`),
+never on one rank. ``tests/test_distributed.py`` runs every estimator on 2 processes whose ranks
+disagree, and proves 1-process and 2-process runs give the same advantages, weights and loss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import logging
 import os
 from typing import Any
 
@@ -51,13 +77,19 @@ from trl import GRPOTrainer
 
 from grae.advantage import Estimator, get_estimator
 from grae.eval.records import atomic_write_json
-from grae.loss import AGG_MODES, agg_loss, policy_loss
+from grae.loss import AGG_MODES, agg_loss, kl_penalty, policy_loss
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "grae_estimator_state.json"
 #: written last into a checkpoint folder: a folder without it was cut off mid-write and is never resumed
 COMPLETE_MARKER = "grae_checkpoint_complete"
-#: TRL loss types whose normaliser counts samples rather than tokens.
-PER_SEQUENCE_LOSS_TYPES = ("grpo", "dr_grpo", "luspo", "sapo")
+#: TRL loss types whose normaliser counts rows (dropped samples included), mapped onto grae's loss.
+SEQUENCE_LOSS_TYPE_AGG = {"grpo": "seq-mean-token-mean", "dr_grpo": "seq-mean-token-sum-norm"}
+#: TRL loss types whose row-count normaliser has no weight-aware grae equivalent.
+UNWEIGHTED_LOSS_TYPES = ("luspo", "sapo")
+#: TRL's default ``scale_rewards``; any other value must mean something for the estimator.
+TRL_DEFAULT_SCALE = "group"
 
 
 def resolve_estimator(estimator: str | Any, params: dict[str, Any] | None) -> Any:
@@ -103,6 +135,7 @@ class GraeTrainer(GRPOTrainer):
         **kwargs: Any,
     ):
         self.estimator = resolve_estimator(estimator, estimator_params)
+        self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
         if contain_reward_faults:
             args, kwargs = _wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
         if loss_agg_mode is not None and loss_agg_mode not in AGG_MODES:
@@ -112,8 +145,49 @@ class GraeTrainer(GRPOTrainer):
         self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None else None)
         self.grae_dual_clip = dual_clip
         super().__init__(*args, **kwargs)
+        self._map_loss_type()
         self._check_compatible()
+        self._map_scale_rewards()
         self._last_rewards_per_func: torch.Tensor | None = None
+        #: the estimator's result on the last gathered batch (identical on every rank)
+        self.last_advantage_result = None
+
+    def _map_scale_rewards(self) -> None:
+        """TRL's ``scale_rewards`` becomes the estimator's ``scale``, or is refused (module docstring)."""
+        trl_scale, params = self.scale_rewards, dict(getattr(self.estimator, "params", {}))
+        name = getattr(self.estimator, "name", type(self.estimator).__name__)
+        if "scale" not in params:
+            if trl_scale != TRL_DEFAULT_SCALE:
+                raise ValueError(
+                    f"scale_rewards={trl_scale!r}: estimator {name!r} has no reward-scaling option (its advantage "
+                    "is fixed by its paper's equation); leave scale_rewards at 'group' or use an estimator with a "
+                    "`scale` parameter (grpo, agrae, positive_dominant, negative_dominant, hard_focused, easy_focused)."
+                )
+            return
+        if trl_scale == params["scale"] or trl_scale == TRL_DEFAULT_SCALE:
+            return  # agree, or TRL's untouched default defers to the estimator
+        if self._explicit_scale:
+            raise ValueError(
+                f"scale_rewards={trl_scale!r} contradicts the estimator's scale={params['scale']!r}; "
+                "set one of them (scale_rewards is the estimator's `scale`)."
+            )
+        logger.info("scale_rewards=%r → estimator %s(scale=%r)", trl_scale, name, trl_scale)
+        self.estimator = get_estimator(name, **{**params, "scale": trl_scale})
+
+    def _map_loss_type(self) -> None:
+        """Per-row loss normalisers would count dropped samples: map them onto grae's loss or refuse."""
+        if self.grae_loss_agg_mode is not None:
+            return
+        if self.loss_type in UNWEIGHTED_LOSS_TYPES:
+            raise ValueError(
+                f"loss_type={self.loss_type!r}: its normaliser counts every sample, including those grae drops "
+                "(weight 0: missing rewards, PSR's wrong samples, DGPO's collapsed groups); use loss_type 'dapo' "
+                "(default), 'bnpo', 'grpo', 'dr_grpo', 'cispo' or 'vespo', or grae's loss_agg_mode."
+            )
+        if self.loss_type in SEQUENCE_LOSS_TYPE_AGG:
+            self.grae_loss_agg_mode = SEQUENCE_LOSS_TYPE_AGG[self.loss_type]
+            logger.info("loss_type=%r → grae loss_agg_mode=%r (weight-aware, global normaliser)",
+                        self.loss_type, self.grae_loss_agg_mode)
 
     def _check_compatible(self) -> None:
         args = self.args
@@ -126,6 +200,7 @@ class GraeTrainer(GRPOTrainer):
             return
         unsupported = {
             "loss_type": self.loss_type in ("cispo", "sapo", "vespo"),
+            "delta": getattr(args, "delta", None) is not None,
             "top_entropy_quantile": self.top_entropy_quantile < 1.0,
             "off_policy_mask_threshold": self.off_policy_mask_threshold is not None,
             "use_adaptive_entropy": self.use_adaptive_entropy,
@@ -136,14 +211,34 @@ class GraeTrainer(GRPOTrainer):
                 f"{', '.join(bad)}: not supported together with grae's loss (loss_agg_mode/dual_clip). "
                 "Either drop loss_agg_mode/dual_clip to use TRL's loss, or reset these options "
                 f"(loss_type={args.loss_type!r}, top_entropy_quantile={args.top_entropy_quantile}, "
-                f"off_policy_mask_threshold={args.off_policy_mask_threshold}, use_adaptive_entropy={args.use_adaptive_entropy})."
+                f"off_policy_mask_threshold={args.off_policy_mask_threshold}, use_adaptive_entropy={args.use_adaptive_entropy}, "
+                f"delta={getattr(args, 'delta', None)})."
             )
 
     # -- advantages ---------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards_per_func = rewards_per_func  # [N_global, F], gathered across processes
+        self._stop_on_total_reward_failure()
         return rewards_per_func
+
+    def _stop_on_total_reward_failure(self) -> None:
+        """Stop every rank when a contained reward function failed on every sample of the *global* batch.
+
+        The wrappers never raise on their own (``raise_on_total_failure=False``): a rank whose slice
+        all failed while another's worked would stop alone and leave the others in the next collective.
+        """
+        from grae.rewards.safe import SafeReward
+
+        contained = [f for f in self.reward_funcs if isinstance(f, SafeReward)]  # config: same on every rank
+        if not contained:
+            return
+        local = torch.tensor([f.last_call[:2] for f in contained], dtype=torch.long, device=self.accelerator.device)
+        totals = self.accelerator.reduce(local, reduction="sum")  # [F, 2] (samples, failures), every rank
+        for func, (n, failures) in zip(contained, totals.tolist()):
+            if n and failures == n:
+                _, _, timeouts, first = func.last_call
+                func._raise_all_failed(n, first, timeouts)
 
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
@@ -156,7 +251,12 @@ class GraeTrainer(GRPOTrainer):
         group_ids = torch.arange(rewards.numel(), device=rewards.device) // group_size  # [N_global]
 
         estimator = self.estimator if mode == "train" else copy.deepcopy(self.estimator)
-        result = estimator(rewards.float().cpu(), group_ids.cpu())
+        result = estimator(rewards.float().cpu(), group_ids.cpu())  # identical on every rank: gathered input
+        self.last_advantage_result = result
+        if mode == "train" and bool(torch.isnan(rewards).all()) and self.accelerator.is_main_process:
+            logger.warning("step %d: every reward of the batch is missing (%d samples); this step trains on nothing. "
+                           "Check the reward functions' failure_frac and the verifier.", self.state.global_step + 1,
+                           rewards.numel())
 
         n_local = out["prompt_ids"].size(0)
         start = self.accelerator.process_index * n_local
@@ -165,10 +265,11 @@ class GraeTrainer(GRPOTrainer):
         out["advantages"] = result.advantages[local].to(device=device, dtype=out["advantages"].dtype)
         weights = result.weights[local].to(device)  # [B]
         out["grae_weights"] = weights
-        if bool((weights == 0).any()):
-            out["completion_mask"] = out["completion_mask"] * (weights > 0).unsqueeze(1).to(out["completion_mask"].dtype)
-            loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
-            out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        out["completion_mask"] = out["completion_mask"] * (weights > 0).unsqueeze(1).to(out["completion_mask"].dtype)
+        loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
+        # Unconditional: every rank joins this gather (the multi-process rule in the module docstring).
+        out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()  # global kept tokens
+        out["grae_num_samples"] = (result.weights > 0).sum().to(device=device, dtype=torch.float32)  # global kept samples
 
         self._replace_logged_advantages(result.advantages)
         for key, value in result.metrics.items():
@@ -200,34 +301,25 @@ class GraeTrainer(GRPOTrainer):
         old_logps = per_token_logps.detach() if old_logps is None else old_logps
         weights = inputs.get("grae_weights")
         accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
-
-        denominator = None
-        if self.grae_loss_agg_mode == "token-mean":  # global token count, as TRL's dapo
-            denominator = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
-            if mode == "train":
-                denominator = denominator * accumulation / self.args.steps_per_generation
+        normaliser = dict(weights=weights, norm_length=self.max_completion_length,
+                          denominator=self._loss_denominator(inputs, mode))
         is_ratio = inputs.get("importance_sampling_ratio") if self.use_vllm and self.vllm_importance_sampling_correction else None
         loss, metrics = policy_loss(
             per_token_logps,
             old_logps,
             inputs["advantages"],
             mask,
-            weights=weights,
             token_weights=is_ratio,
             clip_low=self.epsilon_low,
             clip_high=self.epsilon_high,
             dual_clip=self.grae_dual_clip,
             ratio_level=self.importance_sampling_level,
             agg=self.grae_loss_agg_mode,
-            norm_length=self.max_completion_length,
-            denominator=denominator,
+            **normaliser,
         )
-        if denominator is None:
-            loss = loss / accumulation
-        if self.beta != 0.0:
-            ref = inputs["ref_per_token_logps"]
-            per_token_kl = torch.exp(ref - per_token_logps) - (ref - per_token_logps) - 1  # k3, as TRL
-            loss = loss + self.beta * agg_loss(per_token_kl, mask, "token-mean", weights=weights) / accumulation
+        if self.beta != 0.0:  # k3 as TRL (unclamped), under the policy term's normaliser
+            per_token_kl = kl_penalty(per_token_logps, inputs["ref_per_token_logps"], "k3", clamp=None)  # [B, T]
+            loss = loss + self.beta * agg_loss(per_token_kl, mask, self.grae_loss_agg_mode, **normaliser)
             self._metrics[mode]["kl"].append(self._global_mean(per_token_kl, mask))
         if self.entropy_coef != 0.0:
             loss = loss - self.entropy_coef * agg_loss(entropies, mask, "token-mean") / accumulation
@@ -238,6 +330,25 @@ class GraeTrainer(GRPOTrainer):
             self._metrics[mode][trl_name].append(self.accelerator.gather(metrics[key]).mean().item())
         return loss
 
+    def _loss_denominator(self, inputs: dict[str, Any], mode: str) -> torch.Tensor:
+        """Normaliser of grae's loss for one micro-batch (TRL's ``dapo`` rule, generalised).
+
+        The generation batch's global count — kept tokens for ``token-mean``, kept samples (× L for
+        ``seq-mean-token-sum-norm``) otherwise — over the number of processes, rescaled to one
+        accumulation window. Summed over the window and averaged over ranks by DDP, the gradient is the
+        global mean: the same on 1 process as on many.
+        """
+        if self.grae_loss_agg_mode == "token-mean":
+            count = inputs["num_items_in_batch"]
+        else:
+            count = inputs["grae_num_samples"]
+            if self.grae_loss_agg_mode == "seq-mean-token-sum-norm":
+                count = count * self.max_completion_length
+        denominator = count.clamp(min=1.0) / self.accelerator.num_processes
+        if mode == "train":
+            denominator = denominator * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+        return denominator
+
     def _global_mean(self, x: torch.Tensor, mask: torch.Tensor) -> float:
         totals = self.accelerator.reduce(torch.stack([(x * mask).sum(), mask.sum().float()]).detach(), reduction="sum")
         return (totals[0] / totals[1].clamp(min=1.0)).item()
@@ -245,6 +356,9 @@ class GraeTrainer(GRPOTrainer):
     # -- estimator state in checkpoints -----------------------------------------------------
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
+        # Every rank reaches this (Trainer saves on all ranks): the marker is written only after every
+        # rank has written its part (its RNG state), so a marked checkpoint is whole.
+        self.accelerator.wait_for_everyone()
         if self.args.should_save:
             folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             atomic_write_json(os.path.join(folder, STATE_FILE), {"estimator": getattr(self.estimator, "name", ""),
@@ -252,7 +366,8 @@ class GraeTrainer(GRPOTrainer):
             atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step})
 
     def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
+        with _cpu_map_location():
+            super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
         path = os.path.join(checkpoint, STATE_FILE)
@@ -267,6 +382,28 @@ class GraeTrainer(GRPOTrainer):
             )
 
 
+@contextlib.contextmanager
+def _cpu_map_location():
+    """Load ``"cpu:<rank>"`` map locations as ``"cpu"``.
+
+    transformers loads the optimizer state with ``map_location=args.device`` under data parallelism;
+    on CPU (gloo) that device is ``cpu:<rank>``, which ``torch.load`` cannot restore ("don't know how to
+    restore data location ... tagged with cpu:0"), so every multi-process CPU resume would fail.
+    """
+    original = torch.load
+
+    def load(*args: Any, map_location: Any = None, **kwargs: Any) -> Any:
+        if map_location is not None and str(map_location).startswith("cpu:"):
+            map_location = "cpu"
+        return original(*args, map_location=map_location, **kwargs)
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = original
+
+
 def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple[tuple, dict]:
     """Wrap the callable reward functions (GRPOTrainer's second argument) in ``safe_reward``."""
     from grae.rewards import safe_reward
@@ -276,6 +413,9 @@ def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple
         single = not isinstance(funcs, (list, tuple))
         wrapped = [safe_reward(f, fallback=fallback, timeout=timeout) if callable(f) and not isinstance(f, (str, SafeReward, AsyncSafeReward))
                    and not isinstance(f, torch.nn.Module) else f for f in ([funcs] if single else funcs)]
+        for f in wrapped:
+            if isinstance(f, SafeReward):
+                f.raise_on_total_failure = False  # decided on the gathered batch: GraeTrainer._stop_on_total_reward_failure
         return wrapped[0] if single else wrapped
 
     if "reward_funcs" in kwargs:

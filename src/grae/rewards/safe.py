@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import numbers
 import threading
 from typing import Any, Callable
@@ -29,17 +30,32 @@ def _callable_name(fn: Callable) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
-def _valid(value: Any) -> bool:
-    return value is None or (isinstance(value, numbers.Real) and not isinstance(value, complex))
+#: a returned value that is not a reward: ±inf, or not a number (a string, a list, ...)
+BAD = object()
+
+
+def _reward(value: Any) -> Any:
+    """A finite float, ``None`` for "no reward" (``None`` or NaN, as TRL reads them), or :data:`BAD`."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        return None if math.isnan(value) else value if math.isfinite(value) else BAD
+    return BAD
 
 
 def _as_list(out: Any, n: int) -> list | None:
-    """The output as a list of ``n`` valid rewards, or ``None`` if it is not one."""
+    """The output as ``n`` rewards (:data:`BAD` where one is not a reward), or ``None`` if it is not a
+    list of ``n`` (wrong length, not a sequence)."""
     if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):
         out = out.tolist()  # numpy array / torch tensor
-    if not isinstance(out, (list, tuple)) or len(out) != n or not all(_valid(v) for v in out):
+    if not isinstance(out, (list, tuple)) or len(out) != n:
         return None
-    return [None if v is None else float(v) for v in out]
+    return [_reward(v) for v in out]
+
+
+def _not_a_reward(out: Any) -> TypeError:
+    return TypeError(f"returned {out!r}; a reward is a finite number, or None for 'no reward'")
 
 
 def _slice_kwargs(kwargs: dict[str, Any], n: int, i: int) -> dict[str, Any]:
@@ -91,6 +107,11 @@ class SafeReward:
         self.__name__ = name or _callable_name(fn)
         self.failures = 0
         self.timeouts = 0
+        #: raise :class:`RewardFunctionError` when a call fails on every sample. A multi-process engine
+        #: turns this off and decides on the gathered batch instead (one rank must not stop alone).
+        self.raise_on_total_failure = True
+        #: (samples, failures, timeouts, first failure) of the last call
+        self.last_call: tuple[int, int, int, BaseException | None] = (0, 0, 0, None)
         functools.update_wrapper(self, fn, assigned=("__doc__", "__module__", "__qualname__"), updated=())
 
     def _count(self, failures: int, timeouts: int, n: int, kwargs: dict[str, Any]) -> None:
@@ -107,6 +128,23 @@ class SafeReward:
             except Exception:  # noqa: BLE001 - logging must not break rewards
                 pass
 
+    def _finish(self, n: int, failures: int, timeouts: int, first: BaseException | None, kwargs: dict[str, Any]) -> None:
+        self._count(failures, timeouts, n, kwargs)
+        self.last_call = (n, failures, timeouts, first)
+        if failures == n and self.raise_on_total_failure:
+            self._raise_all_failed(n, first, timeouts)
+
+    def _from_batch(self, out: Any, n: int, kwargs: dict[str, Any]) -> list[float | None] | None:
+        """Rewards from a whole-batch call: bad values (±inf, non-numbers) become ``fallback`` and count
+        as failures; ``None`` when the output is not a list of ``n`` (the caller retries per sample)."""
+        rewards = _as_list(out, n)
+        if rewards is None:
+            return None
+        bad = [i for i, v in enumerate(rewards) if v is BAD]
+        first = _not_a_reward(list(out)[bad[0]]) if bad else None
+        self._finish(n, len(bad), 0, first, kwargs)
+        return [self.fallback if v is BAD else v for v in rewards]
+
     def _raise_all_failed(self, n: int, first: BaseException | None, timeouts: int) -> None:
         what = f"{type(first).__name__}: {first}" if first is not None else f"timed out after {self.timeout}s"
         raise RewardFunctionError(
@@ -122,11 +160,9 @@ class SafeReward:
             return []
         if self.timeout is None:  # batch call first; isolate samples only if it fails
             status, out = _run_with_timeout(lambda: self.fn(**kwargs), None)
-            if status == "ok":
-                rewards = _as_list(out, n)
-                if rewards is not None:
-                    self._count(0, 0, n, kwargs)
-                    return rewards
+            rewards = self._from_batch(out, n, kwargs) if status == "ok" else None
+            if rewards is not None:
+                return rewards
         results: list[float | None] = []
         failures = timeouts = 0
         first: BaseException | None = None
@@ -134,19 +170,17 @@ class SafeReward:
             sample = _slice_kwargs(kwargs, n, i)
             status, out = _run_with_timeout(lambda s=sample: self.fn(**s), self.timeout)
             value = _as_list(out, 1) if status == "ok" else None
-            if value is None:
+            if value is None or value[0] is BAD:
                 failures += 1
                 timeouts += status == "timeout"
                 if first is None and status == "error":
                     first = out
                 elif first is None and status == "ok":
-                    first = TypeError(f"returned {out!r}, expected a list with one float or None")
+                    first = _not_a_reward(out)
                 results.append(self.fallback)
             else:
                 results.append(value[0])
-        self._count(failures, timeouts, n, kwargs)
-        if failures == n:
-            self._raise_all_failed(n, first, timeouts)
+        self._finish(n, failures, timeouts, first, kwargs)
         return results
 
 
@@ -158,14 +192,14 @@ class AsyncSafeReward(SafeReward):
         n = len(completions) if completions is not None else 0
         if n == 0:
             return []
-        if self.timeout is None:
+        if self.timeout is None:  # batch call first; isolate samples only if it fails
             try:
-                rewards = _as_list(await self.fn(**kwargs), n)
-                if rewards is not None:
-                    self._count(0, 0, n, kwargs)
-                    return rewards
+                out = await self.fn(**kwargs)
             except Exception:  # noqa: BLE001
-                pass
+                out = None
+            rewards = self._from_batch(out, n, kwargs)
+            if rewards is not None:
+                return rewards
 
         async def one(i: int) -> tuple[str, Any]:
             try:
@@ -176,17 +210,15 @@ class AsyncSafeReward(SafeReward):
             except Exception as exc:  # noqa: BLE001
                 return "error", exc
             value = _as_list(out, 1)
-            if value is None:
-                return "error", TypeError(f"returned {out!r}, expected a list with one float or None")
+            if value is None or value[0] is BAD:
+                return "error", _not_a_reward(out)
             return "ok", value[0]
 
         outcomes = await asyncio.gather(*(one(i) for i in range(n)))
         failures = sum(s != "ok" for s, _ in outcomes)
         timeouts = sum(s == "timeout" for s, _ in outcomes)
         first = next((v for s, v in outcomes if s == "error"), None)
-        self._count(failures, timeouts, n, kwargs)
-        if failures == n:
-            self._raise_all_failed(n, first, timeouts)
+        self._finish(n, failures, timeouts, first, kwargs)
         return [v if s == "ok" else self.fallback for s, v in outcomes]
 
 
