@@ -58,7 +58,7 @@ def verl_overrides(script: Path, tmp_path: Path, *extra: str) -> list[str]:
     launches = [argv for argv in run_recorded(script, tmp_path, *extra) if argv[0] == "python3"]
     assert len(launches) == 1, launches
     argv = launches[0]
-    assert argv[1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert argv[1:3] == ["-m", "grae.engines.verl.main"]  # verl's main_ppo after grae's config check
     return argv[3:]
 
 
@@ -161,8 +161,6 @@ def test_verl_recipe_is_valid_for_verl_itself(script, tmp_path):
     """Compose verl's own ppo_trainer config with the recipe's overrides (unknown keys fail), run
     verl's validate_config, build the actor config dataclass, resolve every class/function path."""
     try:
-        import verl
-        from hydra import compose, initialize_config_dir
         from verl.trainer.ppo import core_algos
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -170,10 +168,12 @@ def test_verl_recipe_is_valid_for_verl_itself(script, tmp_path):
     except ImportError as err:
         pytest.fail(f"verl is not installed ({err}): `pip install -e '.[verl]'`; deselect with -m 'not verl'", pytrace=False)
 
-    overrides = verl_overrides(script, tmp_path)
-    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=overrides)
+    cfg = compose_recipe(script, tmp_path)
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    from grae.engines.verl.main import check_config
+
+    check_config(cfg)
+    assert cfg.algorithm.filter_groups.max_num_gen_batches <= 0  # ignored by verl 0.9.1's v1 ReplayBuffer
     assert not need_critic(cfg) and not need_reference_policy(cfg)
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     assert actor.loss_agg_mode == EXPECTED[script.stem][3]
@@ -192,6 +192,48 @@ def test_verl_recipe_is_valid_for_verl_itself(script, tmp_path):
     if script.stem == "run_ngrpo":
         assert cfg.algorithm.filter_groups.enable and cfg.algorithm.filter_groups.metric == "grae_all_correct_filter"
         assert cfg.reward.custom_reward_function.name == "compute_score_ngrpo"
+
+
+def compose_recipe(script: Path, tmp_path: Path, *extra: str):
+    """verl's own ppo_trainer config composed with the overrides the recipe would launch with."""
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    overrides = verl_overrides(script, tmp_path, *extra)
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+@pytest.mark.verl
+def test_the_readme_overrides_compose_and_a_typo_stops_before_ray(tmp_path):
+    """examples/verl/README.md: ``++`` changes a key the recipe sets; ``+`` on it is refused by Hydra; a
+    parameter typo is refused by grae's launcher (grae.engines.verl.main) naming the valid ones."""
+    from hydra.errors import ConfigCompositionException
+
+    from grae.engines.verl.main import check_config
+
+    script = VERL_DIR / "run_grpo_agrae.sh"
+    readme = (VERL_DIR / "README.md").read_text()
+    assert "run_grpo_agrae.sh trainer.total_epochs=1 ++algorithm.grae.alpha=0.5" in readme
+    cfg = compose_recipe(script, tmp_path, "trainer.total_epochs=1", "++algorithm.grae.alpha=0.5")
+    check_config(cfg)
+    assert cfg.algorithm.grae.alpha == 0.5 and cfg.trainer.total_epochs == 1
+    with pytest.raises(ConfigCompositionException, match="alpha"):
+        compose_recipe(script, tmp_path, "+algorithm.grae.alpha=0.5")
+    typo = compose_recipe(script, tmp_path, "+algorithm.grae.alhpa=0.5")
+    with pytest.raises(TypeError, match="algorithm.grae.alhpa: .*its parameters are: alpha=1.0"):
+        check_config(typo)
+    stray = compose_recipe(VERL_DIR / "run_grpo.sh", tmp_path, "+algorithm.grae.alpha=0.5")
+    with pytest.raises(ValueError, match="algorithm.adv_estimator='grpo' is not a grae estimator"):
+        check_config(stray)
+
+
+@pytest.mark.verl
+def test_the_launcher_refuses_a_typo_in_one_line_before_verl_starts(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "grae.engines.verl.main", "algorithm.adv_estimator=grae_agrae",
+                           "+algorithm.grae.alhpa=0.5"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "grae: algorithm.grae.alhpa: estimator 'agrae'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # -- TRL ------------------------------------------------------------------------------------------------

@@ -664,3 +664,99 @@ def test_grae_data_export_command(fake_grae_data, tmp_path):
     assert pq.read_table(out).num_rows == 4 and fake_grae_data == [("toy_math", {"level": 3})]
     bad = CliRunner().invoke(app, ["data", "export", "toy_math", str(out), "--format", "jsonl"])
     assert bad.exit_code == 2
+
+
+# -- verl's batch padding (v1 trainer) and the v1 advantage path ----------------------------------------------
+
+
+def padded_with_verls_template(tlr, mask, uid, n_pad):
+    """Append ``n_pad`` rows built by verl's own padding template (``padding_utils``, what the v1 trainer's
+    ``_balance_batch`` appends): one shared ``pad…`` uid, reward 0, an all-zero response mask."""
+    from verl.trainer.ppo.padding_utils import construct_minimal_padding_template
+
+    source = {"responses": torch.zeros(T, dtype=torch.int64), "response_mask": mask[0].clone(), "uid": uid[0]}
+    template, tag = construct_minimal_padding_template(source, {"seq_len": T}, eos_token_id=2)
+    assert tag["is_padding"] and not template["response_mask"].any()
+    row_mask = torch.zeros(T)
+    row_mask[: template["response_mask"].numel()] = template["response_mask"].float()
+    row_reward = torch.zeros(T)
+    row_reward[: template["rm_scores"].numel()] = template["rm_scores"]
+    pad_uid = np.array(["pad" + "0" * 32] * n_pad, dtype=object)  # verl: f"pad{uuid4().hex}", shared
+    return (torch.cat([tlr, row_reward.expand(n_pad, T)]), torch.cat([mask, row_mask.expand(n_pad, T)]),
+            np.concatenate([uid, pad_uid]))
+
+
+def v1_advantages(name, tlr, mask, uid, grae_cfg=None):
+    """Through the v1 trainer's advantage function (``compute_advantage_for_multi_trajectories``)."""
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    data = DataProto.from_dict(tensors={"token_level_rewards": tlr.clone(), "response_mask": mask.clone()},
+                               non_tensors={"uid": uid})
+    keys = [f"{u}_0_{i}" for i, u in enumerate(uid)]
+    config = OmegaConf.create({"adv_estimator": name, "grae": grae_cfg or {}})
+    out = compute_advantage_for_multi_trajectories(data, keys, adv_estimator=name, config=config)
+    return out.batch["advantages"]
+
+
+@pytest.mark.parametrize("name", names())
+def test_verls_padding_rows_never_enter_the_statistics(verl_api, name):
+    """128 real rows + 64 rows of verl's padding, through the v1 advantage path: the real rows get exactly
+    the advantages (and ω, ACR, state) of the 128 rows alone; the padding rows get 0."""
+    from grae.engines.verl import advantage
+
+    rewards, group_of = grouped(num_groups=32, size=4, seed=3)
+    tlr, mask, uid = make_batch(rewards, group_of, seed=3)
+    alone = v1_advantages(f"grae_{name}", tlr, mask, uid)
+    metrics_alone = dict(advantage.LAST_METRICS)
+    state_alone = next(iter(advantage.CACHE.values())).state_dict()
+    advantage.reset()
+
+    padded = v1_advantages(f"grae_{name}", *padded_with_verls_template(tlr, mask, uid, 64))
+    torch.testing.assert_close(padded[:128], alone, rtol=0, atol=1e-6)
+    assert (padded[128:] == 0).all()
+    for key in ["omega", "acr", "n_samples", "frac_dropped", "n_missing_rewards", "adv_pos_mass"]:
+        assert advantage.LAST_METRICS[key] == pytest.approx(metrics_alone[key], abs=1e-9), key
+    assert advantage.LAST_METRICS["verl/padding_rows"] == 64
+    assert next(iter(advantage.CACHE.values())).state_dict() == state_alone
+
+
+# -- the window between verl's tracker file and on_save --------------------------------------------------------
+
+
+def test_a_crash_between_verls_tracker_and_on_save_resumes_from_the_snapshot(verl_api, tmp_path):
+    """verl writes latest_checkpointed_iteration.txt, then calls on_save; dying in between used to leave a
+    checkpoint without estimator state. The per-step snapshot (written at the advantage call) fills it."""
+    from grae.engines.verl import advantage
+    from grae.engines.verl.checkpoint import GraeCheckpointCallback
+
+    root = _trainer_config(tmp_path)
+    uninterrupted = _steps_at(verl_api, root, range(5))
+    advantage.reset()
+
+    GraeCheckpointCallback(config=root)
+    _steps_at(verl_api, root, range(3))
+    folder = tmp_path / "ckpt" / "global_step_3"  # verl's save of step 3, cut off before on_save
+    folder.mkdir(parents=True)
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("3")
+    assert not (folder / "grae_estimator_state.json").exists()
+    snapshots = sorted(p.name for p in (tmp_path / "ckpt" / "grae_estimator_state").iterdir())
+    assert snapshots == ["global_step_1.json", "global_step_2.json", "global_step_3.json"]
+
+    advantage.reset()  # a new driver process
+    GraeCheckpointCallback(config=root)
+    resumed = _steps_at(verl_api, root, range(3, 5))
+    for a, b in zip(resumed, uninterrupted[3:]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _steps_at(verl_api, root, seeds):
+    """:func:`_steps` with verl's global step set as the v1 trainer does (SkipManager.set_step, from 1)."""
+    from verl.utils.skip import SkipManager
+
+    outs = []
+    for s in seeds:
+        SkipManager.set_step(s + 1)
+        outs += _steps(verl_api, root, [s])
+    return outs

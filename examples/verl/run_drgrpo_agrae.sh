@@ -3,7 +3,7 @@
 # Dr.GRPO's constant normaliser: seq-mean-token-sum-norm divided by the max response length 3,072
 # (loss_scale_factor; verl's default would use each micro-batch's padded width, which varies).
 source "$(dirname "$0")/common.sh"
-python3 -m verl.trainer.main_ppo "${COMMON[@]}" \
+python3 -m grae.engines.verl.main "${COMMON[@]}" \
     algorithm.adv_estimator=grae_agrae \
     +algorithm.grae.alpha=1.0 \
     +algorithm.grae.scale=none \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GRPO + A-GRAE (Yu et al. 2026, Eqs. 11-13; alpha = 1 for MATH): grae_agrae on verl's PPO loss.
 source "$(dirname "$0")/common.sh"
-python3 -m verl.trainer.main_ppo "${COMMON[@]}" \
+python3 -m grae.engines.verl.main "${COMMON[@]}" \
     algorithm.adv_estimator=grae_agrae \
     +algorithm.grae.alpha=1.0 \
     actor_rollout_ref.actor.clip_ratio_low=0.2 \

@@ -2,7 +2,7 @@
 # W-REINFORCE, lambda = 0.1 (Zhu et al. 2025, Eq. 9): A = +0.1 for correct, -1 for wrong, no baseline,
 # PPO clip 0.2, token-mean over all kept tokens (W-REINFORCE drops nothing).
 source "$(dirname "$0")/common.sh"
-python3 -m verl.trainer.main_ppo "${COMMON[@]}" \
+python3 -m grae.engines.verl.main "${COMMON[@]}" \
     algorithm.adv_estimator=grae_w_reinforce \
     +algorithm.grae.lam=0.1 \
     actor_rollout_ref.actor.clip_ratio_low=0.2 \

@@ -10,7 +10,11 @@ on the driver, once per training step (per ``_step_once`` in the v1 trainer). Th
 
 1. reads the estimator's parameters from ``config.grae`` (Hydra: ``+algorithm.grae.alpha=0.5``),
 2. reduces ``token_level_rewards`` to sequence rewards by summing over the response (as verl's own
-   outcome estimators do: ``scores = token_level_rewards.sum(-1)``),
+   outcome estimators do: ``scores = token_level_rewards.sum(-1)``); a row whose ``response_mask`` is
+   all zero is verl's batch padding (the v1 trainer pads to a multiple of lcm(dp size, mini-batch × n)
+   with rows that share one uid and reward 0, ``padding_utils.upsample_batch_to_divisible_size``): its
+   reward is *missing*, so it never enters a batch statistic (A-GRAE's ω, AVSPO's ACR and τ, DGPO's
+   weights) and gets advantage 0,
 3. maps the ``uid`` strings to integer group ids (first-appearance order),
 4. calls the cached grae estimator (one object per name + parameters, so stateful estimators keep
    their state across steps in the driver process),
@@ -30,6 +34,7 @@ Options under ``algorithm.grae`` besides the estimator's own parameters:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -43,6 +48,7 @@ import torch
 from torch import Tensor
 
 from grae.advantage import describe, get_estimator, with_reward_correction
+from grae.eval.records import atomic_write_json
 
 logger = logging.getLogger("grae.engines.verl")
 
@@ -58,8 +64,13 @@ STATE_FILE = "grae_estimator_state.json"
 CACHE: dict[str, Any] = {}
 #: estimator states read from a checkpoint, waiting for their estimator's first call: key → state.
 PENDING_STATE: dict[str, dict] = {}
-#: set by GraeCheckpointCallback: the checkpoint folder verl resumes from, None when starting fresh.
-RESUME: dict[str, Any] = {"callback": False, "folder": None, "file_found": False}
+#: set by GraeCheckpointCallback: the checkpoint folder verl resumes from (None when starting fresh) and
+#: the folder of per-step state snapshots (see :func:`write_snapshot`).
+RESUME: dict[str, Any] = {"callback": False, "folder": None, "file_found": False, "snapshot_dir": None}
+#: the state file format (checkpoint file and per-step snapshots)
+STATE_FORMAT = 1
+#: per-step snapshots kept (the newest ones; a checkpoint needs only its own step's)
+SNAPSHOTS_KEPT = 3
 #: metrics of the latest call (``grae.engines.verl.last_metrics()``).
 LAST_METRICS: dict[str, Any] = {}
 _warned: set[str] = set()
@@ -70,8 +81,41 @@ def reset() -> None:
     CACHE.clear()
     PENDING_STATE.clear()
     LAST_METRICS.clear()
-    RESUME.update(callback=False, folder=None, file_found=False)
+    RESUME.update(callback=False, folder=None, file_found=False, snapshot_dir=None)
     _warned.clear()
+
+
+# -- estimator state ----------------------------------------------------------------------------
+
+
+def snapshot(global_step: int | None) -> dict[str, Any] | None:
+    """The state of every stateful cached estimator (None when there is none), keyed by name + params."""
+    estimators = {key: {"name": getattr(est, "name", ""), "state": est.state_dict()}
+                  for key, est in CACHE.items() if est.state_dict()}
+    return {"format": STATE_FORMAT, "global_step": global_step, "estimators": estimators} if estimators else None
+
+
+def snapshot_path(global_step: int) -> str:
+    return os.path.join(RESUME["snapshot_dir"], f"global_step_{global_step}.json")
+
+
+def write_snapshot(global_step: int | None) -> None:
+    """Write the states after step N's advantage call to ``<snapshot_dir>/global_step_N.json``.
+
+    verl writes ``latest_checkpointed_iteration.txt`` *before* it calls the checkpoint callback's
+    ``on_save``; a crash between the two leaves a checkpoint that verl resumes from but that holds no
+    estimator state. The advantage call of step N precedes step N's checkpoint, so this snapshot
+    exists before verl's tracker names step N, and the resume reads it when the checkpoint has no
+    state file (:func:`grae.engines.verl.checkpoint.load_state`).
+    """
+    if global_step is None:
+        return
+    atomic_write_json(snapshot_path(global_step), snapshot(global_step))
+    steps = sorted(int(name[len("global_step_"):-len(".json")]) for name in os.listdir(RESUME["snapshot_dir"])
+                   if name.startswith("global_step_") and name.endswith(".json"))
+    for old in steps[:-SNAPSHOTS_KEPT]:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(snapshot_path(old))
 
 
 # -- options ------------------------------------------------------------------------------------
@@ -260,12 +304,16 @@ def compute_grae_advantage(
 
     bs = token_level_rewards.shape[0]
     rewards = token_level_rewards.detach().sum(dim=-1).float().cpu()  # [bs], verl: scores = token_level_rewards.sum(-1)
+    padding = response_mask.detach().cpu().sum(dim=-1) == 0  # [bs] verl's batch padding: no response token
+    rewards[padding] = torch.nan  # missing: out of every statistic, advantage 0
     group_ids = group_ids_from_index(index, bs)  # [bs]
     result = est(rewards, group_ids)
     advantages = result.advantages  # [bs] float32
+    if RESUME["snapshot_dir"] is not None and est.state_dict():
+        write_snapshot(current_step())
 
     factor, mode, source = 1.0, "none", ""
-    if opts["drop_renorm"] != "none" and bool((result.weights != 1).any()):
+    if opts["drop_renorm"] != "none" and bool((result.weights[~padding] != 1).any()):
         mode, source = resolve_drop_renorm(opts["drop_renorm"], config)
         factor = drop_renorm_factor(result.weights, response_mask.detach().cpu(), mode)
         advantages = (advantages.to(torch.float64) * result.weights.to(torch.float64) * factor).to(advantages.dtype)
@@ -279,6 +327,8 @@ def compute_grae_advantage(
 
     step = current_step()
     metrics = {k: float(v) for k, v in result.metrics.items()}
+    metrics["n_missing_rewards"] -= float(padding.sum())  # padding is not a missing reward
+    metrics["verl/padding_rows"] = float(padding.sum())
     metrics["verl/drop_renorm_factor"] = factor
     LAST_METRICS.clear()
     LAST_METRICS.update({"estimator": f"grae_{name}", "step": step, "drop_renorm": mode, **metrics})

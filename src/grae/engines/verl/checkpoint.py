@@ -16,6 +16,12 @@ verl's own rules (``trainer.resume_mode``: ``auto`` → ``latest_checkpointed_it
 and hands the saved states to the estimators' first call, so step N+1 sees exactly the state a
 run without interruption would have seen.
 
+verl writes its tracker file before it calls ``on_save``: a crash between the two leaves a checkpoint
+verl resumes from without grae's file. The adapter therefore also snapshots the state right after
+every advantage call (``default_local_dir/grae_estimator_state/global_step_N.json``, the newest 3
+kept) — before step N's checkpoint exists — and the resume falls back to the snapshot of the
+checkpoint's own step when the checkpoint has no state file.
+
 Only the v1 trainer (``trainer.use_v1=true``, verl's default) calls checkpoint callbacks; the
 deprecated legacy trainer does not, and stateful estimators then restart from their defaults on
 resume (grae logs a warning).
@@ -26,14 +32,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from typing import Any
 
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 
 from grae.engines.verl import advantage as adv
+from grae.eval.records import atomic_write_json
 
 logger = logging.getLogger("grae.engines.verl")
-FORMAT = 1
+FORMAT = adv.STATE_FORMAT
+SNAPSHOT_DIR = "grae_estimator_state"
+
+
+def local_dir(config: Any) -> str | None:
+    """``trainer.default_local_dir`` as an absolute path (verl resolves it against the working directory)."""
+    trainer = config.get("trainer", {}) if config is not None and hasattr(config, "get") else {}
+    base = trainer.get("default_local_dir")
+    return None if not base else base if os.path.isabs(base) else os.path.join(os.getcwd(), base)
 
 
 def resume_folder(config: Any) -> str | None:
@@ -49,13 +65,9 @@ def resume_folder(config: Any) -> str | None:
         if not isinstance(folder, str):
             return None
         return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
-    if mode != "auto":
+    base = local_dir(config)
+    if mode != "auto" or base is None:
         return None
-    base = trainer.get("default_local_dir")
-    if not base:
-        return None
-    if not os.path.isabs(base):
-        base = os.path.join(os.getcwd(), base)
     tracker = os.path.join(base, "latest_checkpointed_iteration.txt")
     if not os.path.exists(tracker):
         return None
@@ -67,30 +79,25 @@ def resume_folder(config: Any) -> str | None:
 
 def save_state(checkpoint_dir: str, global_step: int | None) -> str | None:
     """Write the state of every stateful cached estimator to ``checkpoint_dir/grae_estimator_state.json``."""
-    estimators = {}
-    for key, est in adv.CACHE.items():
-        state = est.state_dict()
-        if state:
-            estimators[key] = {"name": getattr(est, "name", ""), "state": state}
-    if not estimators:
+    state = adv.snapshot(global_step)
+    if state is None:
         return None
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    path = os.path.join(checkpoint_dir, adv.STATE_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"format": FORMAT, "global_step": global_step, "estimators": estimators}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return path
+    return str(atomic_write_json(os.path.join(checkpoint_dir, adv.STATE_FILE), state))
 
 
-def load_state(folder: str | None) -> None:
-    """Queue the states saved in ``folder`` for the estimators' first call (see advantage.PENDING_STATE)."""
+def load_state(folder: str | None, snapshot_dir: str | None = None) -> None:
+    """Queue the states saved in ``folder`` for the estimators' first call (see advantage.PENDING_STATE);
+    when ``folder`` has no state file (a crash before ``on_save``), its step's snapshot in ``snapshot_dir``."""
     adv.RESUME.update(callback=True, folder=folder, file_found=False)
     if folder is None:
         return
     path = os.path.join(folder, adv.STATE_FILE)
+    step = re.search(r"global_step_(\d+)$", os.path.normpath(folder))
+    if not os.path.exists(path) and snapshot_dir and step:
+        path = os.path.join(snapshot_dir, f"global_step_{step.group(1)}.json")
+        if os.path.exists(path):
+            logger.warning("grae: %s has no %s (verl stopped between its tracker file and on_save); "
+                           "estimator state from the step's snapshot %s", folder, adv.STATE_FILE, path)
     if not os.path.exists(path):
         return
     with open(path) as f:
@@ -112,7 +119,10 @@ class GraeCheckpointCallback(CheckpointCallback):
 
     def __init__(self, config=None):
         super().__init__(config=config)
-        load_state(resume_folder(config))
+        base = local_dir(config)
+        snapshots = os.path.join(base, SNAPSHOT_DIR) if base else None
+        load_state(resume_folder(config), snapshots)
+        adv.RESUME["snapshot_dir"] = snapshots
 
     def on_save(self, trainer, global_step: int, checkpoint_dir: str, async_save: bool = False, **kwargs) -> None:
         path = save_state(checkpoint_dir, global_step)
