@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from grae.cli.output import error
+
 
 def register(app: typer.Typer) -> None:
     @app.command("compare")
@@ -26,7 +28,7 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = load_compare_config(config)
         except ConfigError as err:
-            console.print(f"[red]config error[/red] {err}")
+            error(console, "config error", err)
             raise typer.Exit(2)
         started, t0 = time.time(), time.perf_counter()
         if not report_only:

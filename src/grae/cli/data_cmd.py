@@ -6,6 +6,8 @@ from typing import List, Optional
 
 import typer
 
+from grae.cli.output import error
+
 FORMATS = ("verl",)
 
 
@@ -40,14 +42,14 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         if format not in FORMATS:
-            console.print(f"[red]--format {format!r}[/red]: supported formats are {', '.join(FORMATS)}")
+            error(console, f"--format {format!r}:", f"supported formats are {', '.join(FORMATS)}")
             raise typer.Exit(2)
         from grae.engines.verl.export import REWARD_OVERRIDES, export_verl
 
         try:
             path = export_verl(task, out, split=split, n=n or None, seed=seed, task_params=parse_params(param or []))
         except (ValueError, KeyError, TypeError) as err:
-            console.print(f"[red]export failed[/red]: {err}")
+            error(console, "export failed:", err)
             raise typer.Exit(2)
         import pyarrow.parquet as pq
 

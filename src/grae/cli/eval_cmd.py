@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from grae.cli.output import error
+
 
 def _model_label(model: str) -> str:
     path = Path(model).expanduser()
@@ -16,6 +18,16 @@ def _model_label(model: str) -> str:
     if path.exists():
         return path.resolve().name
     return model.replace("/", "__")
+
+
+def _local_weights(model: str) -> Path | None:
+    """The directory holding ``model``'s weights when they are on disk (the tiny preset, a local path)."""
+    if model == "tiny":
+        from grae.tiny import tiny_model_path
+
+        return Path(tiny_model_path())
+    path = Path(model).expanduser()
+    return path if path.is_dir() else None
 
 
 def _parse_params(values: List[str]) -> dict:
@@ -71,6 +83,8 @@ def register(app: typer.Typer) -> None:
         dtype: str = typer.Option("auto", help="Model dtype: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, …"),
         threads: Optional[int] = typer.Option(None, help="torch CPU threads [default: torch's]; 1 is fastest for tiny "
                                                          "models on a busy machine."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Replace rows in the output directory that another "
+                                       "model (other weights) or other sampling settings produced."),
     ) -> None:
         """Sample N completions per problem, verify each, write JSONL rows and pass@k (resumable)."""
         import time
@@ -85,7 +99,22 @@ def register(app: typer.Typer) -> None:
         from grae.eval.runner import run_samples
         from grae.eval.tasks import default_max_tokens, load_examples, resolve_task, split_task_list
 
+        from grae.eval.identity import looks_like_missing_path, model_identity
+        from grae.eval.runner import discard_rows, stale_reason
+
         console = Console()
+        bad = [(name, rule, value) for name, value, rule, ok in [
+            ("--n", n, ">= 1", n >= 1), ("--temperature", temperature, ">= 0 (0 = greedy)", temperature >= 0),
+            ("--top-p", top_p, "in (0, 1]", 0 < top_p <= 1), ("--max-tokens", max_tokens, ">= 1", max_tokens is None or max_tokens >= 1),
+            ("--num-problems", num_problems, ">= 1", num_problems is None or num_problems >= 1),
+            ("--batch-size", batch_size, ">= 1", batch_size is None or batch_size >= 1),
+            ("--output", str(output), "a directory name", output is None or str(output).strip() not in ("", "."))] if not ok]
+        if bad:
+            error(console, "error:", "; ".join(f"{name} must be {rule}, got {value!r}" for name, rule, value in bad))
+            raise typer.Exit(2)
+        if looks_like_missing_path(model):
+            error(console, "error:", f"model {model!r} does not exist (a local directory, a hub id org/name, or a preset: tiny, smollm2)")
+            raise typer.Exit(2)
         if threads:
             import torch
 
@@ -93,6 +122,7 @@ def register(app: typer.Typer) -> None:
         label = label or _model_label(model)
         output = output or Path("eval") / label
         params = _parse_params(task_param)
+        identity = model_identity(model, _local_weights(model))
         try:
             chosen = select_backend(backend)
             resolved = []
@@ -103,12 +133,27 @@ def register(app: typer.Typer) -> None:
 
                     entry_params = dict(DEFAULT_TASK_KWARGS)
                     console.print(f"chain_sum with the tiny model's settings {entry_params} (override with --task-param)")
-                resolved.append((entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params)))
+                resolved.append((entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params), entry_params))
         except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
-            console.print(f"[red]error:[/red] {err}")
+            error(console, "error:", err)
             raise typer.Exit(2)
         batch = batch_size or DEFAULT_BATCH_SIZE[chosen]
-        console.print(f"[bold]grae eval[/bold] {model} on {', '.join(e for e, _ in resolved)}: n={n}, T={temperature}, "
+
+        def meta_for(task, task_params):
+            return {"model": model, "identity": identity, "label": label, "backend": chosen, "temperature": temperature,
+                    "top_p": top_p, "max_tokens": max_tokens or default_max_tokens(task), "batch_size": batch,
+                    "task_params": task_params, "prompt_style": prompt_style}
+
+        for entry, task, task_params in resolved:  # rows of other weights/settings: refused (or replaced) before the model loads
+            rows = output / f"{file_stem(getattr(task, 'name', entry))}.jsonl"
+            reason = stale_reason(rows, {**meta_for(task, task_params), "task": getattr(task, "name", entry), "seed": seed})
+            if reason and not overwrite:
+                error(console, "error:", f"{rows} holds samples of another model or other settings ({reason}); "
+                                         "--overwrite replaces them, or choose another --output")
+                raise typer.Exit(2)
+            if reason:
+                discard_rows(rows)
+        console.print(f"[bold]grae eval[/bold] {model} on {', '.join(e for e, _, _ in resolved)}: n={n}, T={temperature}, "
                       f"top-p={top_p}, backend={chosen}, batch={batch} → {output}")
         sampler = None
         combined_path = output / "summary.json"
@@ -116,7 +161,7 @@ def register(app: typer.Typer) -> None:
         combined.update(model=model, label=label, backend=chosen)
         combined.setdefault("tasks", {})
         results = {}
-        for entry, task in resolved:
+        for entry, task, task_params in resolved:
             tokens = max_tokens or default_max_tokens(task)
             settings = SamplingSettings(temperature, top_p, tokens)
             try:
@@ -125,12 +170,11 @@ def register(app: typer.Typer) -> None:
                     sampler = make_sampler(model, settings, backend=chosen, device=device, dtype=dtype)
                 sampler.settings = settings
             except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
-                console.print(f"[red]error:[/red] {err}")
+                error(console, "error:", err)
                 raise typer.Exit(1)
             name = getattr(task, "name", entry)
             stem = file_stem(name)
-            meta = {"model": model, "label": label, "backend": chosen, "temperature": temperature, "top_p": top_p,
-                    "max_tokens": tokens, "batch_size": batch}
+            meta = meta_for(task, task_params)
             with Progress(TextColumn(f"{name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                           console=console, transient=True) as bar:
                 job = bar.add_task(name, total=len(examples) * n)
@@ -139,7 +183,7 @@ def register(app: typer.Typer) -> None:
                                          output_path=output / f"{stem}.jsonl", settings=meta,
                                          progress=lambda done, total: bar.update(job, completed=done))
                 except RecordsError as err:
-                    console.print(f"[red]error:[/red] {err}")
+                    error(console, "error:", err)
                     raise typer.Exit(1)
             summary = {**result.summary(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
             atomic_write_json(output / f"{stem}.summary.json", summary)
@@ -199,7 +243,7 @@ def register(app: typer.Typer) -> None:
             deltas = {f: paired_difference(counts[first], c, ks, bootstrap=bootstrap, seed=seed)
                       for f, c in list(counts.items())[1:]} if compare else {}
         except RecordsError as err:
-            console.print(f"[red]error:[/red] {err}")
+            error(console, "error:", err)
             raise typer.Exit(1)
 
         if as_json:
@@ -262,7 +306,7 @@ def register(app: typer.Typer) -> None:
         try:
             result = write_report(inputs, output, label or None)
         except (RecordsError, ValueError) as err:
-            console.print(f"[red]error:[/red] {err}")
+            error(console, "error:", err)
             raise typer.Exit(1)
         for task, figure in result.figures.items():
             console.print(f"{task}: {figure}")

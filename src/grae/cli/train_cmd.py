@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from grae.cli.output import error
+
 
 def parse_overrides(extra: list[str]) -> dict:
     """``--trl.learning_rate 3e-4 --task.name=gcd`` → ``{"trl.learning_rate": 3e-4, "task.name": "gcd"}``.
@@ -59,7 +61,9 @@ def register(app: typer.Typer) -> None:
         max_steps: int | None = typer.Option(None, "--max-steps", help="Training steps."),
         seed: int | None = typer.Option(None, help="Random seed."),
         output_dir: str | None = typer.Option(None, "--output-dir", help="Run directory."),
-        resume: bool = typer.Option(False, "--resume", help="Continue from the newest complete checkpoint in the run directory."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the run in the run directory from its newest complete "
+                                    "checkpoint (only max_steps and eval settings may change; a longer run re-evaluates)."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that holds another run and start anew."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the rich progress bar."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
@@ -79,13 +83,25 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = load_config(config, overrides)
         except ConfigError as err:
-            console.print(f"[red]config error[/red] {err}")
+            error(console, "config error", err)
             raise typer.Exit(2)
 
-        from grae.train.run import run_train
+        from rich.markup import escape
 
-        console.print(f"grae train: [bold]{cfg.estimator}[/bold] on {cfg.task.name} with {cfg.model} → {cfg.output_dir}")
-        result = run_train(cfg, resume=resume, console=console, progress=progress)
+        from grae.train.run import INTERRUPTED_EXIT, DiskFullError, run_train
+
+        console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
+                      f"{escape(cfg.model)} → {escape(cfg.output_dir)}", emoji=False)
+        try:
+            result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
+        except ConfigError as err:
+            error(console, "error:", err)
+            raise typer.Exit(2)
+        except DiskFullError as err:
+            error(console, "error:", err)
+            raise typer.Exit(1)
+        if result.interrupted_by is not None:
+            raise typer.Exit(INTERRUPTED_EXIT.get(result.interrupted_by, 1))
 
         table = Table(title=f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s")
         table.add_column("held-out")

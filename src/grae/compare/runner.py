@@ -2,9 +2,12 @@
 
 Each job is an ordinary run directory (``jobs/<method>/seed<s>``). A job is finished when its
 ``eval/summary.json`` exists; an unfinished one is restarted with ``--resume``, so an interrupted
-compare continues where it stopped. The base model's held-out evaluation is identical for every job
-(same model, problems, sampling seed): it is computed once, and its rows are copied into each job,
-whose own evaluation then finds every sample on disk.
+compare continues where it stopped. compare claims each job folder as its run's owner
+(:func:`grae.train.rundir.claim`) before writing into it, so a folder that holds another run is
+refused, naming the differing keys. The base model's held-out evaluation is identical for every job
+(same model weights, problems, sampling seed): it is computed once, and its rows (with the record of
+the weights they came from) are copied into each job, whose own evaluation then finds every sample
+on disk.
 """
 
 from __future__ import annotations
@@ -39,16 +42,19 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     seconds: dict[str, float] = {}
 
     def run(job: Job) -> None:
-        job.output_dir.mkdir(parents=True, exist_ok=True)
+        from grae.eval.runner import settings_path
+        from grae.train.config import to_dict
+        from grae.train.rundir import claim
+
         config_path = job.output_dir / "job.yaml"
         config = cfg.train_config(job)
-        from grae.train.config import to_dict
-
+        claim(job.output_dir, to_dict(config), resume=True, overwrite=False)  # this job's run, or refused
         atomic_write_text(config_path, yaml.safe_dump(to_dict(config), sort_keys=False))
         if base_rows is not None:
             target = job.output_dir / "eval" / "before.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists():
+                shutil.copyfile(settings_path(base_rows), settings_path(target))
                 shutil.copyfile(base_rows, target)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         t0 = time.perf_counter()
@@ -87,6 +93,8 @@ def share_base_evaluation(cfg: CompareConfig, pending: list[Job], log) -> Path |
     model_path = resolve_model(first.model)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    from grae.eval.identity import model_identity
+
     evaluate_heldout(first, model, tokenizer, task.heldout(first.eval.num_problems), task, path,
-                     lambda line: log("base " + line))
+                     lambda line: log("base " + line), identity=model_identity(first.model, model_path))
     return path

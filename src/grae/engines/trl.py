@@ -151,6 +151,8 @@ class GraeTrainer(GRPOTrainer):
         self._last_rewards_per_func: torch.Tensor | None = None
         #: the estimator's result on the last gathered batch (identical on every rank)
         self.last_advantage_result = None
+        #: written into every checkpoint's completion marker; resume then ignores other runs' checkpoints
+        self.grae_run_id: str | None = None
 
     def _map_scale_rewards(self) -> None:
         """TRL's ``scale_rewards`` becomes the estimator's ``scale``, or is refused (module docstring)."""
@@ -363,7 +365,8 @@ class GraeTrainer(GRPOTrainer):
             folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             atomic_write_json(os.path.join(folder, STATE_FILE), {"estimator": getattr(self.estimator, "name", ""),
                                                                  "state": self.estimator.state_dict()})
-            atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step})
+            atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step,
+                                                                      "run_id": self.grae_run_id})
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         with _cpu_map_location():
@@ -425,13 +428,23 @@ def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple
     return args, kwargs
 
 
-def latest_complete_checkpoint(folder: str) -> str | None:
-    """The newest ``checkpoint-N`` in ``folder`` whose save finished (has the completion marker)."""
+def latest_complete_checkpoint(folder: str, run_id: str | None = None) -> str | None:
+    """The newest ``checkpoint-N`` in ``folder`` whose save finished (has the completion marker) and,
+    when ``run_id`` is given, that this run wrote (a marker naming another run, or none, is foreign)."""
     if not os.path.isdir(folder):
         return None
     steps = []
     for name in os.listdir(folder):
-        if name.startswith("checkpoint-") and name[len("checkpoint-"):].isdigit():
-            if os.path.exists(os.path.join(folder, name, COMPLETE_MARKER)):
+        marker = os.path.join(folder, name, COMPLETE_MARKER)
+        if name.startswith("checkpoint-") and name[len("checkpoint-"):].isdigit() and os.path.exists(marker):
+            if run_id is None or _marker_run_id(marker) == run_id:
                 steps.append(int(name[len("checkpoint-"):]))
     return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
+
+
+def _marker_run_id(marker: str) -> str | None:
+    try:
+        with open(marker) as f:
+            return json.load(f).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -110,22 +110,47 @@ def settings_path(output_path: str | Path) -> Path:
 
 
 #: Settings that must match for rows on disk to be resumed (n, problems and batch size may change).
-RESUME_KEYS = ("model", "task", "temperature", "top_p", "max_tokens", "seed")
+#: ``identity`` is what was evaluated (grae.eval.identity): it changes when the weights change.
+RESUME_KEYS = ("identity", "model", "task", "task_params", "prompt_style", "temperature", "top_p", "max_tokens", "seed")
+
+
+def stale_reason(output_path: str | Path, settings: dict[str, Any]) -> str | None:
+    """Why the rows in ``output_path`` cannot be resumed with ``settings`` (None: they can, or there are none).
+
+    Rows whose sidecar records no ``identity`` (written before identities existed) are stale whenever
+    ``settings`` has one: nothing proves they came from these weights."""
+    import json
+
+    sidecar = settings_path(output_path)
+    if not sidecar.exists():
+        rows = Path(output_path).exists() and Path(output_path).stat().st_size > 0
+        return "rows without a record of what produced them" if rows and "identity" in settings else None
+    previous = json.loads(sidecar.read_text())
+    keys = [k for k in RESUME_KEYS if not (k == "model" and "identity" in settings and "identity" in previous)]
+    changed = {key: (previous.get(key), settings.get(key)) for key in keys  # same weights under another name: fine
+               if key in settings and (key in previous or key == "identity") and previous.get(key) != settings[key]}
+    if not changed:
+        return None
+    return ", ".join(f"{key}: {a!r} on disk vs {b!r} now" for key, (a, b) in changed.items())
+
+
+def discard_rows(output_path: str | Path) -> None:
+    """Remove the rows of ``output_path`` and their sidecars (stale rows, ``--overwrite``)."""
+    output_path = Path(output_path)
+    for path in (output_path, settings_path(output_path), output_path.with_name(output_path.stem + ".summary.json")):
+        path.unlink(missing_ok=True)
 
 
 def _check_resume(output_path: Path, settings: dict[str, Any]) -> None:
     import json
 
+    reason = stale_reason(output_path, settings)
+    if reason:
+        raise RecordsError(f"{output_path} holds samples of another model or other settings ({reason}); "
+                           f"rerun with --overwrite to replace them, or choose another output")
     sidecar = settings_path(output_path)
     if sidecar.exists():
-        previous = json.loads(sidecar.read_text())
-        changed = {key: (previous.get(key), settings.get(key)) for key in RESUME_KEYS
-                   if key in settings and key in previous and previous[key] != settings[key]}
-        if changed:
-            detail = ", ".join(f"{key}: {a!r} on disk vs {b!r} now" for key, (a, b) in changed.items())
-            raise RecordsError(f"{output_path} holds samples drawn with other settings ({detail}); "
-                               f"choose another output or delete it")
-        settings = {**previous, **settings}
+        settings = {**json.loads(sidecar.read_text()), **settings}
     atomic_write_json(sidecar, settings)
 
 
@@ -283,14 +308,17 @@ def evaluate(
     seed: int = 0,
     output_path: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    identity: str | None = None,
 ) -> EvalResult:
     """Evaluate an in-memory HF model (no reload) — what ``grae train`` calls before and after training.
 
     The model is put in eval mode for the duration and restored; the global torch RNG state is
-    untouched. See :func:`run_samples` for the arguments.
+    untouched. ``identity`` names the weights (:mod:`grae.eval.identity`); rows on disk from another
+    identity are refused. See :func:`run_samples` for the other arguments.
     """
     sampler = HFSampler(model, tokenizer, SamplingSettings(temperature, top_p, max_tokens))
     settings = {"model": getattr(getattr(model, "config", None), "_name_or_path", None) or type(model).__name__,
-                "backend": "hf", "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+                "backend": "hf", "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
+                **({"identity": identity} if identity else {})}
     return run_samples(sampler, examples, task, n=n, batch_size=batch_size, seed=seed, output_path=output_path,
                        settings=settings, progress=progress)

@@ -126,6 +126,8 @@ class GracefulInterrupt(TrainerCallback):
 
     def __init__(self):
         self.requested = False
+        #: the signal that asked to stop (``grae train`` exits with 128 + its number)
+        self.signal: int | None = None
         self._previous = {}
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -140,6 +142,7 @@ class GracefulInterrupt(TrainerCallback):
             signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
             raise KeyboardInterrupt
         self.requested = True
+        self.signal = signum
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.requested:

@@ -201,7 +201,27 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
         raise ConfigError(f"eval: n and num_problems must be >= 1, got n={cfg.eval.n}, num_problems={cfg.eval.num_problems}")
-    grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
+    e = cfg.eval
+    for name, bad, rule in [("eval.temperature", e.temperature < 0, ">= 0 (0 = greedy)"),
+                            ("eval.top_p", not 0 < e.top_p <= 1, "in (0, 1]"),
+                            ("eval.max_tokens", e.max_tokens < 1, ">= 1"), ("eval.batch_size", e.batch_size < 1, ">= 1")]:
+        if bad:
+            raise ConfigError(f"{name}: must be {rule}, got {getattr(e, name.split('.')[1])}")
+    if not str(cfg.output_dir).strip():
+        raise ConfigError("output_dir: empty; name the run directory (--output-dir runs/my-run)")
+    from grae.eval.identity import looks_like_missing_path
+
+    if looks_like_missing_path(cfg.model):
+        raise ConfigError(f"model: {cfg.model!r} does not exist (a local directory, a hub id org/name, or a preset: tiny, smollm2)")
+    args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
+    for name, value in [("trl.learning_rate", args.learning_rate), ("trl.max_completion_length", args.max_completion_length)]:
+        if value is not None and value <= 0:
+            raise ConfigError(f"{name}: must be > 0, got {value}")
+    prompts_per_step = args.generation_batch_size // args.num_generations
+    if cfg.task.train_size < prompts_per_step:
+        raise ConfigError(f"task.train_size: {cfg.task.train_size} prompts, but one generation batch takes {prompts_per_step} "
+                          f"(per_device_train_batch_size {args.per_device_train_batch_size} × steps_per_generation "
+                          f"{args.steps_per_generation} / num_generations {args.num_generations}); raise task.train_size")
 
 
 #: GRPOConfig fields grae sets itself (from the top-level config or the run layout).

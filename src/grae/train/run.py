@@ -11,22 +11,34 @@ Run directory layout (``output_dir``)::
     report.md, *.png       the report
 
 Every step is resumable: a rerun with ``resume=True`` continues training from the newest complete
-checkpoint and skips evaluation samples already on disk.
+checkpoint *of this run* and skips evaluation samples already on disk *of the same weights*. The
+directory has one owner (``run.json``, :mod:`grae.train.rundir`); held-out rows are tied to what
+they evaluated (:mod:`grae.eval.identity`): the base by the content hash of its weight files, the
+trained model by ``<run id>@step<N>`` — an extended run re-evaluates.
+
+Exit status of an interrupted run (SIGINT/SIGTERM: the current step finishes, a checkpoint is saved):
+:data:`INTERRUPTED_EXIT` — never 0, so a pre-empted job never looks finished to a scheduler.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from grae.eval.identity import model_identity, trained_identity
 from grae.eval.records import atomic_write_text
-
 from grae.train.config import TrainConfig, grpo_config, to_dict
+from grae.train.rundir import claim
+
+#: exit status after SIGINT / SIGTERM (the shell's 128 + signal number)
+INTERRUPTED_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 @dataclass
@@ -37,9 +49,12 @@ class RunResult:
     before: dict[int, float] = field(default_factory=dict)
     after: dict[int, float] = field(default_factory=dict)
     report: Path | None = None
+    #: the signal that stopped the run (a checkpoint was saved), None when it finished
+    interrupted_by: int | None = None
 
 
-def run_train(cfg: TrainConfig, *, resume: bool = False, console=None, progress: bool = True) -> RunResult:
+def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
+              progress: bool = True) -> RunResult:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -53,9 +68,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, console=None, progress:
     from grae.train.callbacks import GracefulInterrupt, MetricsJsonl, RichProgress
 
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    run_id = claim(out, to_dict(cfg), resume=resume, overwrite=overwrite)  # refuses before writing anything
     atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    log = console.print if console is not None else print
+    log = (lambda m: console.print(m, markup=False, emoji=False, highlight=False, soft_wrap=True)) if console is not None else print
     torch.manual_seed(cfg.seed)
 
     # data
@@ -70,13 +85,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, console=None, progress:
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
 
     summary_path = out / "eval" / "summary.json"
-    before = evaluate_heldout(cfg, model, tokenizer, heldout, task, out / "eval" / "before.jsonl", log) if cfg.eval.enabled else {}
+    before = (evaluate_heldout(cfg, model, tokenizer, heldout, task, out / "eval" / "before.jsonl", log,
+                               identity=model_identity(cfg.model, model_path)) if cfg.eval.enabled else {})
 
     estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
     if cfg.reward_correction:
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     checkpoints = out / "checkpoints"
-    resume_from = latest_complete_checkpoint(str(checkpoints)) if resume else None
+    resume_from = latest_complete_checkpoint(str(checkpoints), run_id) if resume else None
     resume_step = int(resume_from.rsplit("-", 1)[1]) if resume_from else (0 if resume else None)
     interrupt = GracefulInterrupt()
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step), interrupt]
@@ -93,6 +109,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, console=None, progress:
         loss_agg_mode=cfg.loss_agg_mode,
         dual_clip=cfg.dual_clip,
     )
+    trainer.grae_run_id = run_id
     if progress:
         from transformers import PrinterCallback
 
@@ -100,17 +117,25 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, console=None, progress:
     if resume_from:
         log(f"resuming from {resume_from}")
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_from)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+        steps = trainer.state.global_step
+        if latest_complete_checkpoint(str(checkpoints), run_id) != os.path.join(str(checkpoints), f"checkpoint-{steps}"):
+            trainer._save_checkpoint(trainer.model, trial=None)  # the final state is always resumable
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        last = latest_complete_checkpoint(str(checkpoints), run_id)
+        raise DiskFullError(f"disk full while checkpointing into {checkpoints} ({err.strerror}); the newest complete "
+                            f"checkpoint is {last or 'none'}: free space, then rerun with --resume") from None
     train_seconds = time.perf_counter() - t0
-    steps = trainer.state.global_step
     if interrupt.requested:
         log(f"interrupted at step {steps}: checkpoint saved; continue with --resume")
-        return RunResult(out, steps, train_seconds, before)
-    if not os.path.exists(os.path.join(str(checkpoints), f"checkpoint-{steps}")):
-        trainer._save_checkpoint(trainer.model, trial=None)  # the final state is always resumable
+        return RunResult(out, steps, train_seconds, before, interrupted_by=interrupt.signal)
     _save_final(trainer, tokenizer, out / "final")
 
-    after = evaluate_heldout(cfg, trainer.model, tokenizer, heldout, task, out / "eval" / "after.jsonl", log) if cfg.eval.enabled else {}
+    after = (evaluate_heldout(cfg, trainer.model, tokenizer, heldout, task, out / "eval" / "after.jsonl", log,
+                              identity=trained_identity(run_id, steps)) if cfg.eval.enabled else {})
     from grae.eval import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
@@ -125,13 +150,27 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, console=None, progress:
     return RunResult(out, steps, train_seconds, before, after, report)
 
 
-def evaluate_heldout(cfg: TrainConfig, model, tokenizer, heldout, task, path: Path, log) -> dict[int, float]:
-    """Held-out pass@k of ``model`` with ``cfg.eval``'s settings, resumable into ``path``."""
+class DiskFullError(RuntimeError):
+    """No space left while checkpointing; the run resumes from its newest complete checkpoint."""
+
+
+def evaluate_heldout(cfg: TrainConfig, model, tokenizer, heldout, task, path: Path, log, *,
+                     identity: str | None = None) -> dict[int, float]:
+    """Held-out pass@k of ``model`` (named by ``identity``) with ``cfg.eval``'s settings, resumable into
+    ``path``. Rows there from other weights or settings (an extended run's old step) are replaced."""
     from grae.eval import evaluate
+    from grae.eval.runner import discard_rows, stale_reason
 
     e = cfg.eval
+    settings = {"identity": identity, "temperature": e.temperature, "top_p": e.top_p, "max_tokens": e.max_tokens,
+                "seed": e.seed} if identity else {}
+    reason = stale_reason(path, settings)
+    if reason:
+        log(f"{path.name}: rows of other weights or settings ({reason}); evaluating anew")
+        discard_rows(path)
     result = evaluate(model, tokenizer, heldout, task, n=e.n, temperature=e.temperature, top_p=e.top_p,
-                      max_tokens=e.max_tokens, batch_size=e.batch_size, seed=e.seed, output_path=path)
+                      max_tokens=e.max_tokens, batch_size=e.batch_size, seed=e.seed, output_path=path,
+                      identity=identity)
     log(f"{path.stem}: " + "  ".join(f"pass@{k}={v:.3f}" for k, v in result.curve.items()) + f"  ({result.seconds:.0f}s)")
     return dict(result.curve)
 

@@ -1,0 +1,98 @@
+"""One owner per run directory.
+
+A ``grae train`` run claims its ``output_dir`` by writing ``run.json`` (a run id, the time, and the
+fingerprint of its configuration) before anything else. A later command into the same directory:
+
+* without flags, is refused in one line naming the choices, leaving the directory untouched;
+* with ``--resume``, continues *that* run — only ``max_steps``, the ``eval`` settings and ``report``
+  may differ from the run's configuration (:data:`RESUMABLE_KEYS`); anything else is refused,
+  naming the keys;
+* with ``--overwrite``, clears the directory and starts a new run (a directory that holds no grae run
+  is never cleared).
+
+Checkpoints carry the run id (``GraeTrainer.grae_run_id`` → the completion marker), and resume only
+considers checkpoints of this run, so another run's ``checkpoint-12`` left behind is never resumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from grae.eval.records import atomic_write_json
+from grae.train.config import ConfigError
+
+RUN_FILE = "run.json"
+#: configuration keys a ``--resume`` may change
+RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir")
+#: what marks a directory as a grae run's (``config.yaml``: runs from before run.json existed)
+RUN_MARKERS = (RUN_FILE, "config.yaml")
+
+
+def fingerprint(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of a run's configuration that defines the run (everything but :data:`RESUMABLE_KEYS`)."""
+    return json.loads(json.dumps({k: v for k, v in config.items() if k not in RESUMABLE_KEYS}, default=str))
+
+
+def _digest(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fingerprint(config), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            keys += _differences(x, y, f"{prefix}{key}.")
+        elif x != y:
+            keys.append(f"{prefix}{key}: {x!r} → {y!r}")
+    return keys
+
+
+def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> str:
+    """Claim ``out`` for the run configured by ``config`` (``to_dict(TrainConfig)``); the run id.
+
+    Raises :class:`ConfigError` (one line, before anything is written) when the directory belongs to
+    another run, or ``--resume`` would change what the run is.
+    """
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite: choose one (continue the run in the directory, or clear it)")
+    run_file = out / RUN_FILE
+    owned = any((out / name).exists() for name in RUN_MARKERS)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir: {out} is a file, not a directory")
+    if overwrite and owned:
+        _clear(out)
+    elif resume and run_file.exists():
+        owner = json.loads(run_file.read_text())
+        changed = _differences(owner["fingerprint"], fingerprint(config))
+        if changed:
+            raise ConfigError(f"--resume: {out} holds run {owner['run_id']} with another configuration "
+                              f"({'; '.join(changed)}); only {', '.join(RESUMABLE_KEYS[:3])} may change on resume; "
+                              "use --overwrite to start a new run there")
+        return owner["run_id"]
+    elif owned:
+        what = (f"run {json.loads(run_file.read_text())['run_id']}" if run_file.exists()
+                else "a run written before grae recorded run owners")
+        hint = "--resume continues it (only max_steps and eval settings may change)" if run_file.exists() else ""
+        raise ConfigError(f"output_dir: {out} holds {what}; " + (f"{hint}, " if hint else "")
+                          + "--overwrite clears it, or choose another --output-dir")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"output_dir: {out} is not empty and holds no grae run; choose another --output-dir")
+    run_id = uuid.uuid4().hex[:12]
+    atomic_write_json(run_file, {"run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                 "config_hash": _digest(config), "fingerprint": fingerprint(config)})
+    return run_id
+
+
+def _clear(out: Path) -> None:
+    for child in out.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
