@@ -165,3 +165,23 @@ def test_describe_and_params():
     d = describe("agrae")
     assert d["defaults"]["alpha"] == 1.0 and "A-GRAE" in d["summary"]
     assert get_estimator("w_reinforce", lam=0.2).params == {"lam": 0.2, "correct_threshold": 0.5}
+
+
+@pytest.mark.parametrize("name", ["grpo", "agrae", "avspo", "ngrpo", "negative_dominant", "hard_focused"])
+@pytest.mark.parametrize("eps", [0.0, -1e-6, float("nan"), float("inf")])
+def test_eps_must_be_positive_and_finite(name, eps):
+    """eps = 0 turns a collapsed group's 0/0 into NaN advantages (issue 12): refused, naming eps."""
+    with pytest.raises(ValueError, match="eps: must be > 0 and finite"):
+        get_estimator(name, eps=eps)
+
+
+def test_avspo_state_never_stores_nan():
+    est = get_estimator("avspo", eta=0.5)
+    est(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1]))
+    kept = est.state_dict()
+    out = est(torch.full((4,), float("nan")), torch.tensor([0, 0, 1, 1]))  # every reward missing
+    state = est.state_dict()
+    assert state["tau"] == kept["tau"] and state["prev_reward_mean"] == kept["prev_reward_mean"]
+    assert state["step"] == kept["step"] + 1 and (out.weights == 0).all()
+    with pytest.raises(ValueError, match="prev_reward_mean"):
+        est.load_state_dict({**state, "prev_reward_mean": float("nan")})

@@ -482,3 +482,46 @@ def test_unreachable_hub_model_fails_with_a_clear_message(tmp_path, monkeypatch)
     assert result.exit_code == 1
     assert "someorg/some-model" in result.output and "hub" in result.output
     assert not (tmp_path / "out" / "math500.jsonl").exists()
+
+
+# -- run integrity (issue 12): grae passk refuses what it cannot count; files honour the umask ---------------
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"question_id":"q1","generation_id":0,"label":1}', '{"question_id":"q1","generation_id":0,"label":0}'],
+     "row 2: question q1 generation 0 appears twice with different labels"),
+    (['{"question_id":"q1","generation_id":0,"label":0.7}'], "label 0.7 is not one of 0, 1, true, false"),
+    (['{"question_id":"q1","generation_id":0,"label":"yes"}'], "label 'yes' is not one of 0, 1, true, false"),
+    (['{"question_id":"q1","generation_id":0,"label":2}'], "label 2 is not one of 0, 1, true, false"),
+])
+def test_passk_refuses_rows_it_cannot_count(tmp_path, lines, message):
+    path = tmp_path / "rows:100:.jsonl"  # ":100:" would become an emoji through rich markup
+    path.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "grae.cli", "passk", str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and message in proc.stdout, proc.stdout
+    assert f"{path}: " in proc.stdout and len(proc.stdout.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_passk_refuses_a_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"question_id":"q1","label":1}\n{"question_id":"caf\xe9","label":0}\n'.encode("latin-1"))
+    proc = subprocess.run([sys.executable, "-m", "grae.cli", "passk", str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and f"{path}:2: not UTF-8 text" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_duplicate_rows_with_the_same_label_are_one_sample():
+    from grae.eval.stats import count_problems
+
+    rows = [{"question_id": "q", "generation_id": g, "label": lab} for g, lab in [(0, 1), (1, 0), (0, True)]]
+    counts = count_problems(rows)
+    assert counts.n.tolist() == [2] and counts.c.tolist() == [1]
+
+
+def test_atomic_writes_honour_the_umask(tmp_path):
+    import stat
+
+    from grae.eval.records import _UMASK, atomic_write_text
+
+    path = atomic_write_text(tmp_path / "summary.json", "{}")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_UMASK
+    assert stat.S_IMODE(path.stat().st_mode) != 0o600 or _UMASK == 0o066

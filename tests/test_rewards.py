@@ -501,3 +501,34 @@ def test_stats_keys():
     for key in ("calls", "timeouts", "errors"):
         assert isinstance(s[key], int)
 
+
+
+# --- verifier at batch scale (issue 12) -----------------------------------------------------------------------
+
+
+def test_identical_hostile_completions_cost_one_time_out():
+    R.clear_cache()
+    R.reset_stats()
+    R.warmup(1)
+    hostile = HOSTILE["power tower"]
+    t0 = time.monotonic()
+    scores = R.verify_math_batch([hostile] * 8, ["7"] * 8, timeout=1.0)
+    assert scores == [0.0] * 8 and time.monotonic() - t0 < 1.0 + 2.5
+    assert R.stats()["timeouts"] == 1
+    assert R.verify_math(hostile, "7", timeout=1.0) == 0.0  # cached: no second time-out
+    assert R.stats()["timeouts"] == 1 and R.stats()["timeout_cache_hits"] == 1
+    R.verify_math(hostile, "7", timeout=2.0)  # more time than it had: tried again
+    assert R.stats()["timeouts"] == 2
+
+
+def test_batch_verification_equals_one_by_one_and_keeps_order():
+    completions = ["\\boxed{\\frac{1}{2}}", "\\boxed{0.5}", "\\boxed{3}", None, b"\\boxed{\\sqrt{4}}", "no answer",
+                   "\\boxed{2}", "\\boxed{1/2}"]
+    golds = ["0.5", "\\frac12", "3", "1", "2", "1", "\\sqrt{4}", "$\\frac{1}{2}$"]
+    R.clear_cache()
+    batch = R.verify_math_batch(completions, golds, timeout=T)
+    R.clear_cache()
+    assert batch == [R.verify_math(c, g, timeout=T) for c, g in zip(completions, golds)]
+    assert batch.count(1.0) >= 5
+    with pytest.raises(ValueError, match="golds: 1 for 2 completions"):
+        R.verify_math_batch(["a", "b"], ["1"])

@@ -73,3 +73,20 @@ def test_shipped_checkpoint_is_partial_solver():
     res = evaluate_passk(model, tok, n_problems=48, n_samples=16, seed=1)
     assert 0.1 <= res["pass@1"] <= 0.6, res        # partial solver when sampling at T=1
     assert res["pass@16"] >= res["pass@1"] + 0.25, res
+
+
+def test_tiny_build_without_o_never_targets_the_shipped_checkpoint(tmp_path, monkeypatch):
+    """Issue 12: ``grae tiny build`` with no ``-o`` writes to the cache, not grae/assets/tiny."""
+    import grae.tiny
+    from grae.cli import app
+    from grae.cli import _mount as mount
+    from typer.testing import CliRunner
+
+    seen = []
+    monkeypatch.setattr(grae.tiny, "main", lambda argv: seen.append(argv))  # record, do not build
+    monkeypatch.setenv("GRAE_CACHE", str(tmp_path))
+    mount()
+    result = CliRunner().invoke(app, ["tiny", "build", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    target = seen[0][seen[0].index("--output-dir") + 1]
+    assert target == str(tmp_path / "tiny-build") and target != str(grae.tiny.tiny_model_path())

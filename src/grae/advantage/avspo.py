@@ -103,7 +103,11 @@ class AVSPO(Estimator):
         return advantages, None, metrics
 
     def _update_threshold(self, acr: float, reward_mean: float) -> None:
-        """Eq. 12, with the batch mean reward as the policy-improvement signal J."""
+        """Eq. 12, with the batch mean reward as the policy-improvement signal J. A batch with no valid
+        reward (every one missing) says nothing about J: τ and the previous mean stay (never NaN)."""
+        if not math.isfinite(reward_mean):
+            self.step += 1
+            return
         if self.prev_reward_mean is not None:
             delta = reward_mean - self.prev_reward_mean
             sign = (delta > 0) - (delta < 0)
@@ -120,5 +124,7 @@ class AVSPO(Estimator):
         tau = float(state["tau"])
         check(math.isfinite(tau), "state_dict.tau", f"must be finite, got {tau}")
         self.tau = tau
-        self.prev_reward_mean = None if state["prev_reward_mean"] is None else float(state["prev_reward_mean"])
+        prev = state["prev_reward_mean"]
+        check(prev is None or math.isfinite(float(prev)), "state_dict.prev_reward_mean", f"must be finite or None, got {prev}")
+        self.prev_reward_mean = None if prev is None else float(prev)
         self.step = int(state["step"])

@@ -19,6 +19,8 @@ Its other half — no per-response length normalisation — is a loss choice:
 
 from __future__ import annotations
 
+import math
+
 from torch import Tensor
 
 from grae.advantage.base import Estimator, check, register
@@ -42,7 +44,8 @@ def grpo_advantages(rewards: Tensor, groups: Groups, *, eps: float, std_unbiased
 
 
 def check_std_params(eps: float, std_unbiased: bool) -> None:
-    check(eps >= 0, "eps", f"must be >= 0 (verl uses 1e-6, TRL 1e-4), got {eps}")
+    check(eps > 0 and math.isfinite(eps), "eps",
+          f"must be > 0 and finite (verl uses 1e-6, TRL 1e-4; 0 divides a collapsed group's 0 by 0), got {eps}")
     check(isinstance(std_unbiased, bool), "std_unbiased", f"must be True or False, got {std_unbiased!r}")
 
 

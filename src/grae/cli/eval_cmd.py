@@ -235,7 +235,12 @@ def register(app: typer.Typer) -> None:
             console.print("[red]error:[/red] --compare needs two or more files")
             raise typer.Exit(2)
         try:
-            counts = {str(f): count_problems(iter_rows(f), n=n) for f in files}
+            counts = {}
+            for f in files:
+                try:
+                    counts[str(f)] = count_problems(iter_rows(f), n=n)
+                except RecordsError as err:
+                    raise RecordsError(err if str(err).startswith(str(f)) else f"{f}: {err}") from None
             if compare:  # one k grid for all files
                 ks = ks or _common_ks(counts.values())
             estimates = {f: passk_estimates(c, ks, bootstrap=bootstrap, seed=seed) for f, c in counts.items()}

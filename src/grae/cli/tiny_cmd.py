@@ -5,6 +5,13 @@ from __future__ import annotations
 import typer
 
 
+def default_build_dir():
+    """Where ``grae tiny build`` writes without ``-o``: the cache, so a rebuild never replaces the shipped model."""
+    from grae.presets import cache_dir
+
+    return cache_dir() / "tiny-build"
+
+
 def register(app: typer.Typer) -> None:
     tiny = typer.Typer(help="The embedded tiny model.", no_args_is_help=True)
 
@@ -12,13 +19,14 @@ def register(app: typer.Typer) -> None:
     def build(
         ctx: typer.Context,
         output_dir: str = typer.Option(None, "--output-dir", "-o",
-                                       help="Where to write the checkpoint (default: the packaged grae/assets/tiny)."),
+                                       help="Where to write the checkpoint [default: $GRAE_CACHE/tiny-build, never the "
+                                            "shipped grae/assets/tiny; name that directory with -o to replace it]."),
     ) -> None:
         """Train the tokenizer and the tiny Llama from scratch with the shipped recipe. Further
         options (--seed, --sft-steps, --threads, --no-eval, --set FIELD=VALUE) go to the builder."""
-        from grae.tiny import main, tiny_model_path
+        from grae.tiny import main
 
-        main(["--output-dir", output_dir or str(tiny_model_path()), *ctx.args])
+        main(["--output-dir", output_dir or str(default_build_dir()), *ctx.args])
 
     @tiny.command("path")
     def path() -> None:

@@ -92,6 +92,10 @@ class Task(ABC):
         """1.0 if ``completion`` (str, bytes or TRL message list) answers ``example`` correctly, else 0.0.
         Never raises on hostile completions."""
 
+    def score_batch(self, completions: list[Any], examples: list[dict]) -> list[float]:
+        """:meth:`score` of each pair; tasks with a slow verifier override it to verify in parallel."""
+        return [self.score(c, e) for c, e in zip(completions, examples)]
+
     def reward_fn(self, name: str | None = None) -> TaskReward:
         """TRL reward function scoring with :meth:`score` (see :func:`grae.rewards.make_reward_fn`)."""
         from grae.rewards.adapters import TaskReward

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from grae.data.base import Task, question_key, text_id
 from grae.data.prompts import MATH_INSTRUCTION, check_style, math_prompt
-from grae.rewards.verify import DEFAULT_TIMEOUT, verify_math
+from grae.rewards.verify import DEFAULT_TIMEOUT, verify_math, verify_math_batch
 
 
 def dedup_rows(rows: Sequence[Mapping[str, Any]], exclude: set[str] | None = None) -> list[dict]:
@@ -148,6 +148,10 @@ class RowsTask(Task):
     def score(self, completion: Any, example: Mapping[str, Any]) -> float:
         """:func:`grae.rewards.verify_math` of ``completion`` against ``example["answer"]``."""
         return verify_math(completion, example.get("answer"), timeout=self.timeout)
+
+    def score_batch(self, completions: list[Any], examples: list[Mapping[str, Any]]) -> list[float]:
+        """:func:`grae.rewards.verify_math_batch`: the whole worker pool at once, identical pairs once."""
+        return verify_math_batch(completions, [e.get("answer") for e in examples], timeout=self.timeout)
 
 
 class RowListTask(RowsTask):

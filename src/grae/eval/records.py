@@ -41,7 +41,9 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise RecordsError(f"{path}:{number}: not UTF-8 text (byte {err.start}); sample files are UTF-8 JSON lines") from None
             except json.JSONDecodeError as err:
                 if not line.endswith(b"\n"):  # the tail a killed writer left
                     return
@@ -127,8 +129,21 @@ class RowWriter:
         self.close()
 
 
+def _process_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: read once, at import (reading it means setting it, which is not thread-safe later)
+_UMASK = _process_umask()
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
+
+    The file gets the permissions a plain ``open(path, "w")`` would (0666 minus the umask), not the
+    temporary file's private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -136,6 +151,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -155,11 +171,12 @@ def file_stem(name: str) -> str:
 
 
 def as_label(value: Any) -> bool:
-    """A row's ``label`` as a bool: booleans, 0/1 (or any number, > 0.5 is correct), ``"true"``/``"false"``."""
+    """A row's ``label`` as a bool: ``true``/``false``, ``0``/``1`` (numbers or strings). Anything else
+    (``0.7``, ``2``, ``"yes"``, null) is refused: pass@k counts correct samples, not scores."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, (int, float)):
-        return value > 0.5
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return value == 1
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
         return value.strip().lower() in ("true", "1")
-    raise RecordsError(f"cannot read label {value!r} as correct/incorrect")
+    raise RecordsError(f"label {value!r} is not one of 0, 1, true, false")

@@ -49,18 +49,25 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
     * ``question_ids`` restricts (and orders) the problems; missing ones count as dropped.
     """
     samples: dict[str, list[tuple[float, bool]]] = {}
-    seen: set[tuple[str, Any]] = set()
+    seen: dict[tuple[str, Any], bool] = {}
     for position, row in enumerate(rows):
         if "question_id" not in row or "label" not in row:
             raise RecordsError(f"row {position + 1} lacks 'question_id' or 'label': keys {sorted(row)}")
         qid = str(row["question_id"])
         gid = row.get("generation_id")
+        try:
+            label = as_label(row["label"])
+        except RecordsError as err:
+            raise RecordsError(f"row {position + 1} (question {qid}): {err}") from None
         if gid is not None:
-            if (qid, gid) in seen:
+            if (qid, gid) in seen:  # a resumed writer's duplicate: the same sample twice
+                if seen[qid, gid] != label:
+                    raise RecordsError(f"row {position + 1}: question {qid} generation {gid} appears twice with "
+                                       "different labels; the file mixes two evaluations")
                 continue
-            seen.add((qid, gid))
+            seen[qid, gid] = label
         order = float(gid) if isinstance(gid, (int, float)) and not isinstance(gid, bool) else float("inf")
-        samples.setdefault(qid, []).append((order, as_label(row["label"])))
+        samples.setdefault(qid, []).append((order, label))
     if question_ids is not None:
         wanted = [str(q) for q in question_ids]
         missing = [q for q in wanted if q not in samples]

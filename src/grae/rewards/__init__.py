@@ -38,7 +38,7 @@ from grae.rewards.extract import (
 from grae.rewards.procedural import score_procedural
 from grae.rewards.safe import AsyncSafeReward, RewardFunctionError, SafeReward, safe_reward
 from grae.rewards.shaping import format_reward, overlong_penalty
-from grae.rewards.verify import DEFAULT_TIMEOUT, MAX_ANSWER_CHARS, clear_cache, verify_math
+from grae.rewards.verify import DEFAULT_TIMEOUT, MAX_ANSWER_CHARS, clear_cache, verify_math, verify_math_batch
 
 
 def warmup(workers: int = 1) -> None:
@@ -104,5 +104,6 @@ __all__ = [
     "shutdown",
     "stats",
     "verify_math",
+    "verify_math_batch",
     "warmup",
 ]

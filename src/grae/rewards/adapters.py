@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Pattern, Sequence
 
 from grae.rewards.extract import completion_text
 from grae.rewards.shaping import AnswerFormat, format_reward, overlong_penalty
-from grae.rewards.verify import DEFAULT_TIMEOUT, verify_math
+from grae.rewards.verify import DEFAULT_TIMEOUT, verify_math_batch
 
 if TYPE_CHECKING:
     from grae.data.base import Task
@@ -28,7 +28,18 @@ def accuracy_reward(completions: Sequence[Any], answer: Sequence[Any], **kwargs:
     """Math correctness reward for TRL: :func:`grae.rewards.verify_math` of each completion against the
     ``answer`` dataset column (bare gold or text containing ``\\boxed{}``); a missing gold (``None``) gives
     ``None``. Uses the default 5 s timeout per completion."""
-    return [None if gold is None else verify_math(c, gold) for c, gold in zip(completions, answer, strict=True)]
+    scored = [i for i, gold in enumerate(answer) if gold is not None]
+    if len(completions) != len(answer):
+        raise ValueError(f"answer: {len(answer)} for {len(completions)} completions")
+    return _scatter(len(completions), scored, verify_math_batch([completions[i] for i in scored], [answer[i] for i in scored]))
+
+
+def _scatter(n: int, indices: Sequence[int], values: Sequence[float]) -> list[float | None]:
+    """``values`` at ``indices`` of an ``n``-list of None (samples without a gold answer stay None)."""
+    out: list[float | None] = [None] * n
+    for i, value in zip(indices, values):
+        out[i] = value
+    return out
 
 
 class _Named:
@@ -100,20 +111,15 @@ class TaskReward(_Named):
                 f"reward {self.__name__!r} needs the dataset column 'answer'; build the dataset with "
                 "grae.data `task.to_hf_dataset(examples)`"
             )
-        n = len(completions)
-        out: list[float | None] = []
-        for i in range(n):
-            if answer[i] is None:
-                out.append(None)
-                continue
-            example = {
-                "answer": answer[i],
-                "question_id": question_id[i] if question_id is not None else None,
-                "task": task[i] if task is not None else self.task.name,
-                "question": question[i] if question is not None else None,
-            }
-            out.append(self.task.score(completion_text(completions[i]), example))
-        return out
+        scored = [i for i in range(len(completions)) if answer[i] is not None]
+        examples = [{
+            "answer": answer[i],
+            "question_id": question_id[i] if question_id is not None else None,
+            "task": task[i] if task is not None else self.task.name,
+            "question": question[i] if question is not None else None,
+        } for i in scored]
+        return _scatter(len(completions), scored,
+                        self.task.score_batch([completion_text(completions[i]) for i in scored], examples))
 
 
 def make_reward_fn(task: Task | str, name: str | None = None, **task_params: Any) -> TaskReward:

@@ -13,7 +13,11 @@ Pipeline (each stage documented in docs/tasks.md, "Hostile-input policy"):
 4. **slow path**: ``math_verify.parse`` + ``math_verify.verify`` (with math_verify's own
    ``signal``-based timeouts disabled) in a persistent worker process with a hard deadline of
    ``timeout`` seconds (:mod:`grae.rewards._pool`); on timeout 0.0 and ``stats()["timeouts"] += 1``.
-   Definite results are cached per ``(answer, gold)``.
+   Definite results are cached per ``(answer, gold)``, and so are time-outs (with the time allowed):
+   the same hostile answer against the same gold costs one time-out, not one per sample
+   (``stats()["timeout_cache_hits"]``); a later call allowed more time tries again.
+
+:func:`verify_math_batch` verifies a batch on the whole worker pool at once (identical pairs once).
 
 Gold answers may be bare (``"\\frac{1}{2}"``, ``"$0.5$"``) or contain ``\\boxed{}`` (a MATH solution),
 in which case the last box is used.
@@ -25,6 +29,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -38,12 +44,15 @@ MAX_ANSWER_CHARS = 1_000
 CACHE_SIZE = 65_536
 #: Default per-call timeout (seconds) of :func:`verify_math`.
 DEFAULT_TIMEOUT = 5.0
+#: Remember time-outs per ``(answer, gold)`` (off only to measure what the cache saves: bench/bench_verify_batch.py).
+CACHE_TIMEOUTS = True
 
-_cache: OrderedDict[tuple[str, str], bool] = OrderedDict()
+#: ``(answer, gold)`` → ``True``/``False`` (definite), or the seconds a call was allowed before it timed out
+_cache: OrderedDict[tuple[str, str], bool | float] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _cache_get(key: tuple[str, str]) -> bool | None:
+def _cache_get(key: tuple[str, str]) -> bool | float | None:
     with _cache_lock:
         value = _cache.get(key)
         if value is not None:
@@ -51,7 +60,7 @@ def _cache_get(key: tuple[str, str]) -> bool | None:
         return value
 
 
-def _cache_put(key: tuple[str, str], value: bool) -> None:
+def _cache_put(key: tuple[str, str], value: bool | float) -> None:
     with _cache_lock:
         _cache[key] = value
         _cache.move_to_end(key)
@@ -197,9 +206,12 @@ def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_T
             return 0.0  # exact match was tried above
         key = (pred, gold_s)
         cached = _cache_get(key)
-        if cached is not None:
+        if isinstance(cached, bool):
             _stats.incr("cache_hits")
             return float(cached)
+        if cached is not None and timeout is not None and 0 < timeout <= cached:  # timed out with as much time
+            _stats.incr("timeout_cache_hits")
+            return 0.0
         _stats.incr("slow_path")
         if timeout is None or timeout <= 0 or os.name != "posix":
             result = _verify_in_process(pred, gold_s)
@@ -213,9 +225,42 @@ def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_T
         return 0.0
     if status == "timeout":
         _stats.incr("timeouts")
+        if CACHE_TIMEOUTS:
+            _cache_put(key, float(timeout))
         return 0.0
     if status != "ok" or result is None:
         _stats.incr("errors")
         return 0.0
-    _cache_put(key, result)
+    _cache_put(key, bool(result))
     return float(result)
+
+
+def verify_math_batch(completions: Sequence[Any], golds: Sequence[Any], *, timeout: float | None = DEFAULT_TIMEOUT,
+                      workers: int | None = None) -> list[float]:
+    """:func:`verify_math` of each ``(completion, gold)``, on ``workers`` threads at once (default: the
+    worker pool's size, so every math_verify process is busy); identical pairs are verified once."""
+    if len(completions) != len(golds):
+        raise ValueError(f"golds: {len(golds)} for {len(completions)} completions")
+    keys = [_pair_key(c, g, i) for i, (c, g) in enumerate(zip(completions, golds))]
+    first = {key: i for i, key in reversed(list(enumerate(keys)))}  # key → its first sample
+    unique = list(first)
+    threads = max(1, min(workers or _pool.get_pool().max_workers, len(unique)))
+
+    def one(key: tuple) -> float:
+        i = first[key]
+        return verify_math(completions[i], golds[i], timeout=timeout)
+
+    if threads == 1:
+        scores = {key: one(key) for key in unique}
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grae-verify") as ex:
+            scores = dict(zip(unique, ex.map(one, unique)))
+    return [scores[key] for key in keys]
+
+
+def _pair_key(completion: Any, gold: Any, index: int) -> tuple:
+    """What makes two verifications the same; a pair that cannot be read is its own (verify_math scores it 0)."""
+    try:
+        return (completion_text(completion), gold_answer(gold))
+    except Exception:  # noqa: BLE001
+        return ("#unreadable", index)
