@@ -82,15 +82,18 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
     assert state_a == state_b and state_a["state"]["step"] == 6
 
 
-def test_ctrl_c_leaves_a_resumable_checkpoint(model_dir, tmp_path):
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_leaves_a_resumable_checkpoint(model_dir, tmp_path, sig, code):
+    """Ctrl-C or a scheduler's SIGTERM: the step finishes, a checkpoint is saved, and the exit status is
+    128 + the signal — never 0, so a pre-empted job never looks finished."""
     out = tmp_path / "run"
     proc = grae_train(model_dir, out, "--max-steps", "50", "--save_steps", "100", "--eval.enabled", "false")
     metrics = out / "metrics.jsonl"
     deadline = time.time() + 240
     while (not metrics.exists() or len(metrics.read_text().splitlines()) < 2) and time.time() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    log = finish(proc, code=130)  # a pre-empted run must not look finished to a scheduler
+    proc.send_signal(sig)
+    log = finish(proc, code=code)
     assert "continue with --resume" in log
     saved = sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*"))
     assert len(saved) == 1 and (out / "checkpoints" / saved[0] / "grae_checkpoint_complete").exists()
