@@ -73,6 +73,9 @@ def test_resume_may_change_only_steps_and_eval(model_dir, tmp_path):
     log = finish(grae_train(model_dir, out, "--max-steps", "2", "--eval.enabled", "false", "--estimator", "grpo",
                             "--resume"), code=2)
     assert "estimator: 'agrae' → 'grpo'" in log and tree_digest(out) == before
+    # a resume cannot shorten a run: the weights, metrics and report would describe 2 steps, the config 1
+    log = finish(grae_train(model_dir, out, "--max-steps", "1", "--eval.enabled", "false", "--resume"), code=2)
+    assert "max_steps: 1, but run" in log and "has trained 2 steps" in log and tree_digest(out) == before
 
 
 def test_an_extended_run_re_evaluates(model_dir, tmp_path):
@@ -163,8 +166,27 @@ def test_eval_into_an_output_of_other_weights_is_refused(model_dir, tmp_path):
     assert replaced.returncode == 0 and "4 new samples" in replaced.stdout
 
 
-def test_disk_full_while_checkpointing_is_one_line_and_the_run_resumes(model_dir, tmp_path, monkeypatch):
+def _fail_once(module, name, where, error):
+    """Replace ``module.name`` by a writer that raises ``error`` for paths containing ``where``."""
+    real = getattr(module, name)
+
+    def writer(*args, **kwargs):
+        if any(where in str(a) for a in args):
+            raise error
+        return real(*args, **kwargs)
+
+    return real, writer
+
+
+@pytest.mark.parametrize("case", ["marker", "torch.save", "final model"])
+def test_disk_full_while_checkpointing_is_one_line_and_the_run_resumes(model_dir, tmp_path, monkeypatch, case):
+    """Each writer reports a full disk its own way: the completion marker (Python, ENOSPC), the optimizer
+    (torch.save: "file write failed", no errno), the final model (safetensors: StorageFull)."""
+    import torch
+    import transformers.modeling_utils
+
     import grae.engines.trl as engine
+    import grae.train.faults as faults
     from grae.train.config import load_config
     from grae.train.run import DiskFullError, run_train
 
@@ -172,18 +194,23 @@ def test_disk_full_while_checkpointing_is_one_line_and_the_run_resumes(model_dir
                              "eval.enabled": False, "report": False, "task.train_size": 200,
                              "trl.per_device_train_batch_size": 16, "trl.num_generations": 4,
                              "trl.max_completion_length": 6})
-    real, calls = engine.atomic_write_json, []
-
-    def full_disk(path, obj):
-        calls.append(path)
-        if "checkpoint-4" in str(path):
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(path, obj)
-
-    monkeypatch.setattr(engine, "atomic_write_json", full_disk)
-    with pytest.raises(DiskFullError, match="disk full while checkpointing.*checkpoint-2: free space, then rerun with --resume"):
+    module, name, where, error, newest = {
+        "marker": (engine, "atomic_write_json", "checkpoint-4", OSError(errno.ENOSPC, "No space left on device"),
+                   "checkpoint-2"),
+        "torch.save": (torch, "save", "checkpoint-4", RuntimeError("[enforce fail at inline_container.cc:672] . "
+                       "PytorchStreamWriter failed writing file data/0: file write failed"), "checkpoint-2"),
+        "final model": (transformers.modeling_utils, "safe_save_file", "final.partial", Exception(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'),
+            "checkpoint-4"),
+    }[case]
+    real, failing = _fail_once(module, name, where, error)
+    monkeypatch.setattr(module, name, failing)
+    monkeypatch.setattr(faults, "_free_bytes", lambda path: 0)
+    doing = "saving the final model" if case == "final model" else "checkpointing"
+    with pytest.raises(DiskFullError, match=f"disk full while {doing}.*{newest}: free space, then rerun with --resume"):
         run_train(cfg, progress=False)
-    monkeypatch.setattr(engine, "atomic_write_json", real)
+    monkeypatch.setattr(module, name, real)
+    assert latest_complete_checkpoint(str(tmp_path / "run" / "checkpoints")).endswith(newest)  # the cut one has no marker
     result = run_train(cfg, resume=True, progress=False)
-    assert result.steps == 4 and result.interrupted_by is None
+    assert result.steps == 4 and result.interrupted_by is None and (tmp_path / "run" / "final" / "config.json").exists()
     assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3, 4]

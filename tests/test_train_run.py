@@ -37,6 +37,13 @@ def finish(proc, timeout=300, code=0):
     return out
 
 
+def wait_for_steps(metrics, steps: int, timeout: float = 240) -> None:
+    """Until ``metrics`` (a run's metrics.jsonl) holds ``steps`` rows, or ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while (not metrics.exists() or len(metrics.read_text().splitlines()) < steps) and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def test_run_directory_and_report(model_dir, tmp_path):
     out = tmp_path / "run"
     log = finish(grae_train(model_dir, out, "--max-steps", "3", "--save_steps", "2", "--estimator", "ngrpo"))
@@ -88,10 +95,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(model_dir, tmp_path, sig, code):
     128 + the signal — never 0, so a pre-empted job never looks finished."""
     out = tmp_path / "run"
     proc = grae_train(model_dir, out, "--max-steps", "50", "--save_steps", "100", "--eval.enabled", "false")
-    metrics = out / "metrics.jsonl"
-    deadline = time.time() + 240
-    while (not metrics.exists() or len(metrics.read_text().splitlines()) < 2) and time.time() < deadline:
-        time.sleep(0.05)
+    wait_for_steps(out / "metrics.jsonl", 2)
     proc.send_signal(sig)
     log = finish(proc, code=code)
     assert "continue with --resume" in log

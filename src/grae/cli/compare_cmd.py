@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         from grae.compare.runner import run_jobs
         from grae.train.config import ConfigError
 
-        console = Console()
+        console = Console(emoji=False)  # paths and job names print literally
         try:
             cfg = load_compare_config(config)
         except ConfigError as err:
@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         started, t0 = time.time(), time.perf_counter()
         if not report_only:
-            seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False))
+            seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
             if seconds:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
         report = write_compare_report(cfg)
-        console.print(f"report: {report}")
+        console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)

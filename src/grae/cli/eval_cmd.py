@@ -30,6 +30,17 @@ def _local_weights(model: str) -> Path | None:
     return path if path.is_dir() else None
 
 
+def _train_run_files(output: Path) -> Path | None:
+    """The ``grae train`` run directory whose own files ``output`` would mix with (``output`` is the run
+    directory or its ``eval/``); None otherwise. ``-o runs/x/math`` beside a run's files is fine."""
+    from grae.train.rundir import RUN_FILE
+
+    for run in (output, output.parent) if output.name == "eval" else (output,):
+        if (run / RUN_FILE).is_file():
+            return run
+    return None
+
+
 def _parse_params(values: List[str]) -> dict:
     import yaml
 
@@ -99,10 +110,12 @@ def register(app: typer.Typer) -> None:
         from grae.eval.runner import run_samples
         from grae.eval.tasks import default_max_tokens, load_examples, resolve_task, split_task_list
 
-        from grae.eval.identity import looks_like_missing_path, model_identity
-        from grae.eval.runner import discard_rows, stale_reason
+        from rich.markup import escape
 
-        console = Console()
+        from grae.eval.identity import looks_like_missing_path, model_identity
+        from grae.eval.runner import conflicts, discard_rows
+
+        console = Console(emoji=False)
         bad = [(name, rule, value) for name, value, rule, ok in [
             ("--n", n, ">= 1", n >= 1), ("--temperature", temperature, ">= 0 (0 = greedy)", temperature >= 0),
             ("--top-p", top_p, "in (0, 1]", 0 < top_p <= 1), ("--max-tokens", max_tokens, ">= 1", max_tokens is None or max_tokens >= 1),
@@ -132,7 +145,8 @@ def register(app: typer.Typer) -> None:
                     from grae.tiny import DEFAULT_TASK_KWARGS
 
                     entry_params = dict(DEFAULT_TASK_KWARGS)
-                    console.print(f"chain_sum with the tiny model's settings {entry_params} (override with --task-param)")
+                    console.print(f"chain_sum with the tiny model's settings {entry_params} (override with --task-param)",
+                                  markup=False)
                 resolved.append((entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params), entry_params))
         except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
             error(console, "error:", err)
@@ -144,72 +158,87 @@ def register(app: typer.Typer) -> None:
                     "top_p": top_p, "max_tokens": max_tokens or default_max_tokens(task), "batch_size": batch,
                     "task_params": task_params, "prompt_style": prompt_style}
 
-        for entry, task, task_params in resolved:  # rows of other weights/settings: refused (or replaced) before the model loads
-            rows = output / f"{file_stem(getattr(task, 'name', entry))}.jsonl"
-            reason = stale_reason(rows, {**meta_for(task, task_params), "task": getattr(task, "name", entry), "seed": seed})
-            if reason and not overwrite:
-                error(console, "error:", f"{rows} holds samples of another model or other settings ({reason}); "
-                                         "--overwrite replaces them, or choose another --output")
-                raise typer.Exit(2)
-            if reason:
-                discard_rows(rows)
-        console.print(f"[bold]grae eval[/bold] {model} on {', '.join(e for e, _, _ in resolved)}: n={n}, T={temperature}, "
-                      f"top-p={top_p}, backend={chosen}, batch={batch} → {output}")
-        sampler = None
-        combined_path = output / "summary.json"
-        combined = json.loads(combined_path.read_text()) if combined_path.exists() else {}
-        combined.update(model=model, label=label, backend=chosen)
-        combined.setdefault("tasks", {})
-        results = {}
-        for entry, task, task_params in resolved:
-            tokens = max_tokens or default_max_tokens(task)
-            settings = SamplingSettings(temperature, top_p, tokens)
-            try:
-                examples = load_examples(task, num_problems)
-                if sampler is None:  # one model load for all tasks
-                    sampler = make_sampler(model, settings, backend=chosen, device=device, dtype=dtype)
-                sampler.settings = settings
-            except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
-                error(console, "error:", err)
-                raise typer.Exit(1)
-            name = getattr(task, "name", entry)
-            stem = file_stem(name)
-            meta = meta_for(task, task_params)
-            with Progress(TextColumn(f"{name}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                          console=console, transient=True) as bar:
-                job = bar.add_task(name, total=len(examples) * n)
+        # one model's results per directory: rows of other weights or settings are refused (or, with
+        # --overwrite, replaced) before the model loads; a refused command changes nothing
+        held_by_train = _train_run_files(output)
+        if held_by_train:
+            error(console, "error:", f"{output} holds the files of the grae train run in {held_by_train}; "
+                                     "choose another --output")
+            raise typer.Exit(2)
+        stale = conflicts(output, identity, {
+            output / f"{file_stem(getattr(task, 'name', entry))}.jsonl":
+                {**meta_for(task, task_params), "task": getattr(task, "name", entry), "seed": seed}
+            for entry, task, task_params in resolved})
+        if stale and not overwrite:
+            error(console, "error:", f"{output} holds samples of another model or other settings ("
+                  + "; ".join(f"{rows.name}: {reason}" for rows, reason in stale.items())
+                  + "); --overwrite replaces them, or choose another --output")
+            raise typer.Exit(2)
+        for rows in stale:
+            discard_rows(rows)
+        console.print(f"[bold]grae eval[/bold] {escape(model)} on {escape(', '.join(e for e, _, _ in resolved))}: n={n}, "
+                      f"T={temperature}, top-p={top_p}, backend={chosen}, batch={batch} → {escape(str(output))}",
+                      highlight=False, soft_wrap=True)
+        try:  # Ctrl-C: every finished batch is on disk (fsync'd), so the same command resumes
+            sampler = None
+            combined_path = output / "summary.json"
+            combined = json.loads(combined_path.read_text()) if combined_path.exists() else {}
+            combined.update(model=model, identity=identity, label=label, backend=chosen)
+            combined["tasks"] = {name: summary for name, summary in combined.get("tasks", {}).items()
+                                 if summary.get("identity") == identity}  # other weights' tasks were replaced above
+            results = {}
+            for entry, task, task_params in resolved:
+                tokens = max_tokens or default_max_tokens(task)
+                settings = SamplingSettings(temperature, top_p, tokens)
                 try:
-                    result = run_samples(sampler, examples, task, n=n, batch_size=batch, seed=seed,
-                                         output_path=output / f"{stem}.jsonl", settings=meta,
-                                         progress=lambda done, total: bar.update(job, completed=done))
-                except RecordsError as err:
+                    examples = load_examples(task, num_problems)
+                    if sampler is None:  # one model load for all tasks
+                        sampler = make_sampler(model, settings, backend=chosen, device=device, dtype=dtype)
+                    sampler.settings = settings
+                except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
                     error(console, "error:", err)
                     raise typer.Exit(1)
-            summary = {**result.summary(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            atomic_write_json(output / f"{stem}.summary.json", summary)
-            combined["tasks"][name] = summary
-            atomic_write_json(combined_path, combined)
-            results[name] = result
-            rate = summary["samples_per_second"]
-            console.print(f"{name}: {result.counts.num_problems} problems × {n}; {result.num_generated} new samples"
-                          f"{f' ({rate:.1f}/s)' if rate else ''}, {result.num_resumed} already on disk")
-        table = Table(title=f"pass@k (%) — {label}, n={n}, T={temperature}, top-p={top_p}")
-        table.add_column("k", justify="right")
-        for name in results:
-            table.add_column(name, justify="right")
-            table.add_column("95% CI", justify="right", style="dim")
-        for k in next(iter(results.values())).curve:
-            cells = []
-            for result in results.values():
-                lo, hi = result.intervals.get(k, (float("nan"), float("nan")))
-                cells += [_pct(result.curve[k]), _ci(lo, hi)] if k in result.curve else ["–", ""]
-            table.add_row(str(k), *cells)
-        console.print(table)
-        figure = plot_passk_curves({name: r.curve for name, r in results.items()}, output / "passk.png",
-                                   title=f"{label} (n={n}, T={temperature})",
-                                   intervals={name: r.intervals for name, r in results.items()})
-        console.print(f"rows: {', '.join(str(output / f'{file_stem(name)}.jsonl') for name in results)}\n"
-                      f"summary: {combined_path}\nfigure: {figure}")
+                name = getattr(task, "name", entry)
+                stem = file_stem(name)
+                meta = meta_for(task, task_params)
+                with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                              TimeRemainingColumn(), console=console, transient=True) as bar:
+                    job = bar.add_task(name, total=len(examples) * n)
+                    try:
+                        result = run_samples(sampler, examples, task, n=n, batch_size=batch, seed=seed,
+                                             output_path=output / f"{stem}.jsonl", settings=meta,
+                                             progress=lambda done, total: bar.update(job, completed=done))
+                    except RecordsError as err:
+                        error(console, "error:", err)
+                        raise typer.Exit(1)
+                summary = {**result.summary(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                atomic_write_json(output / f"{stem}.summary.json", summary)
+                combined["tasks"][name] = summary
+                atomic_write_json(combined_path, combined)
+                results[name] = result
+                rate = summary["samples_per_second"]
+                console.print(f"{escape(name)}: {result.counts.num_problems} problems × {n}; {result.num_generated} new samples"
+                              f"{f' ({rate:.1f}/s)' if rate else ''}, {result.num_resumed} already on disk")
+            table = Table(title=escape(f"pass@k (%) — {label}, n={n}, T={temperature}, top-p={top_p}"))
+            table.add_column("k", justify="right")
+            for name in results:
+                table.add_column(escape(name), justify="right")
+                table.add_column("95% CI", justify="right", style="dim")
+            for k in next(iter(results.values())).curve:
+                cells = []
+                for result in results.values():
+                    lo, hi = result.intervals.get(k, (float("nan"), float("nan")))
+                    cells += [_pct(result.curve[k]), _ci(lo, hi)] if k in result.curve else ["–", ""]
+                table.add_row(str(k), *cells)
+            console.print(table)
+            figure = plot_passk_curves({name: r.curve for name, r in results.items()}, output / "passk.png",
+                                       title=f"{label} (n={n}, T={temperature})",
+                                       intervals={name: r.intervals for name, r in results.items()})
+            console.print(f"rows: {', '.join(str(output / f'{file_stem(name)}.jsonl') for name in results)}\n"
+                          f"summary: {combined_path}\nfigure: {figure}", markup=False, highlight=False, soft_wrap=True)
+        except KeyboardInterrupt:
+            error(console, "interrupted:", "the samples written so far are kept; rerun the same command to resume")
+            raise typer.Exit(130)
 
     @app.command("passk")
     def passk(
@@ -314,8 +343,8 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", err)
             raise typer.Exit(1)
         for task, figure in result.figures.items():
-            console.print(f"{task}: {figure}")
-        console.print(f"markdown: {result.markdown}\n")
+            console.print(f"{task}: {figure}", markup=False, highlight=False, emoji=False)
+        console.print(f"markdown: {result.markdown}\n", markup=False, highlight=False, emoji=False)
         print(result.markdown.read_text())
 
 

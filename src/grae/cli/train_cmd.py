@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import typer
 
 from grae.cli.output import error
@@ -75,7 +78,8 @@ def register(app: typer.Typer) -> None:
 
         from grae.train.config import ConfigError, load_config
 
-        console = Console()
+        # several processes (accelerate launch, torchrun): the main one speaks
+        console = Console(emoji=False, quiet=os.environ.get("RANK", "0") != "0")
         config, overrides = split_args(list(ctx.args))
         for key, value in [("estimator", estimator), ("max_steps", max_steps), ("seed", seed), ("output_dir", output_dir)]:
             if value is not None:
@@ -91,7 +95,7 @@ def register(app: typer.Typer) -> None:
         from grae.train.run import INTERRUPTED_EXIT, DiskFullError, run_train
 
         console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
-                      f"{escape(cfg.model)} → {escape(cfg.output_dir)}", emoji=False)
+                      f"{escape(cfg.model)} → {escape(cfg.output_dir)}", highlight=False, soft_wrap=True)
         try:
             result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
         except ConfigError as err:
@@ -100,10 +104,13 @@ def register(app: typer.Typer) -> None:
         except DiskFullError as err:
             error(console, "error:", err)
             raise typer.Exit(1)
+        except KeyboardInterrupt:  # a second Ctrl-C, or one during held-out evaluation (its rows are on disk)
+            error(console, "interrupted:", "rerun with --resume to continue")
+            raise typer.Exit(INTERRUPTED_EXIT[signal.SIGINT])
         if result.interrupted_by is not None:
             raise typer.Exit(INTERRUPTED_EXIT.get(result.interrupted_by, 1))
 
-        table = Table(title=f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s")
+        table = Table(title=escape(f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s"))
         table.add_column("held-out")
         ks = sorted(result.before)
         for k in ks:
@@ -115,4 +122,4 @@ def register(app: typer.Typer) -> None:
             table.add_row("change", *[f"{100 * (result.after[k] - result.before[k]):+.1f}" for k in ks])
         console.print(table)
         if result.report:
-            console.print(f"report: {result.report}")
+            console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)

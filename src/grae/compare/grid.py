@@ -135,8 +135,21 @@ def load_compare_config(path: str | Path) -> CompareConfig:
 
 
 def check_job_dir(job: Job, config: TrainConfig) -> None:
-    """A job directory may only be reused by a job with the same train config (shared ``jobs_dir``)."""
+    """A job directory may only be reused by a job with the same train config (shared ``jobs_dir``), and
+    only hold that job's run (:mod:`grae.train.rundir`): checked for every job before any runs."""
+    from grae.train.rundir import changes, claim, owner
+
+    where = f"method {job.method!r} seed {job.seed}: {job.output_dir}"
+    fix = "rename the method, or use another output_dir/jobs_dir"
     recorded = job.output_dir / "job.yaml"
     if recorded.exists() and yaml.safe_load(recorded.read_text()) != to_dict(config):
-        raise ConfigError(f"method {job.method!r} seed {job.seed}: {job.output_dir} holds a run with a different "
-                          f"config ({recorded}); rename the method, or use another output_dir/jobs_dir")
+        raise ConfigError(f"{where} holds a run with a different config ({recorded}); {fix}")
+    try:
+        record = owner(job.output_dir)
+        changed = changes(record, to_dict(config)) if record else []
+        if not job.done:  # an unfinished job is resumed into its folder: the folder must hold this run or nothing
+            claim(job.output_dir, to_dict(config), resume=True, overwrite=False, dry_run=True)
+    except ConfigError as err:
+        raise ConfigError(f"method {job.method!r} seed {job.seed}: {err}; {fix}") from None
+    if changed:
+        raise ConfigError(f"{where} holds run {record['run_id']} with a different config ({'; '.join(changed)}); {fix}")

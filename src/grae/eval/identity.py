@@ -8,7 +8,10 @@ trained from one base carries the base's path.
   content (streamed; a 7B checkpoint hashes in well under a minute, less than its evaluation);
 * a model trained by ``grae train``: ``"<run id>@step<N>"`` (:func:`trained_identity`) — the run id is
   unique per run directory owner (``grae.train.rundir``), the step names the weights within it;
-* a hub id that is not on disk: the id itself (a hub revision pins it; say so in the label).
+* a model in memory without a directory of weights (a hub model in ``grae train``, a caller of
+  :func:`grae.eval.evaluate` that names no identity): :func:`tensors_fingerprint`;
+* a hub id that is not on disk, before ``grae eval`` loads it: the id itself (a hub revision pins it;
+  say so in the label).
 """
 
 from __future__ import annotations
@@ -35,9 +38,29 @@ def weights_fingerprint(path: str | Path) -> str | None:
     return "sha256:" + digest.hexdigest()
 
 
-def model_identity(name: str, path: str | Path | None = None) -> str:
-    """Identity of the model ``name`` (a preset, directory or hub id) loaded from ``path``."""
-    return weights_fingerprint(path if path is not None else name) or name
+def tensors_fingerprint(model) -> str:
+    """``"sha256:<hex>"`` over the names, dtypes, shapes and bytes of a loaded model's parameters and
+    buffers (an in-memory model with no directory of weights: a hub model, a library caller's model)."""
+    import torch
+
+    digest = hashlib.sha256()
+    tensors = dict(model.named_parameters())
+    tensors.update(model.named_buffers())
+    with torch.no_grad():
+        for name in sorted(tensors):
+            tensor = tensors[name].detach().contiguous().cpu()
+            digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return "tensors-sha256:" + digest.hexdigest()
+
+
+def model_identity(name: str, path: str | Path | None = None, model=None) -> str:
+    """Identity of the model ``name`` (a preset, directory or hub id) loaded from ``path``: its files'
+    hash; else, given the loaded ``model``, its tensors' hash; else the name."""
+    found = weights_fingerprint(path if path is not None else name)
+    if found is None and model is not None:
+        found = tensors_fingerprint(model)
+    return found or name
 
 
 def trained_identity(run_id: str, step: int) -> str:
@@ -46,7 +69,9 @@ def trained_identity(run_id: str, step: int) -> str:
 
 def looks_like_missing_path(name: str) -> bool:
     """True for a model name that can only be a local path and does not exist (``./x``, ``/x``, ``~/x``,
-    ``a/b/c``); a hub id is ``org/name``."""
-    if Path(name).expanduser().exists():
+    ``a/b/c``, ``runs/x`` where ``runs`` is a local directory); a hub id is ``org/name``."""
+    path = Path(name).expanduser()
+    if path.exists():
         return False
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
+    local_parent = name.count("/") == 1 and path.parent.is_dir()
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name or local_parent

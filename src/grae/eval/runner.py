@@ -134,6 +134,26 @@ def stale_reason(output_path: str | Path, settings: dict[str, Any]) -> str | Non
     return ", ".join(f"{key}: {a!r} on disk vs {b!r} now" for key, (a, b) in changed.items())
 
 
+def conflicts(output_dir: str | Path, identity: str, planned: dict[Path, dict[str, Any]]) -> dict[Path, str]:
+    """The rows in ``output_dir`` an evaluation of ``identity`` cannot keep, ``{rows path: why}``: rows of
+    the files it will write (``planned``: ``{rows path: settings}``) produced with other settings
+    (:func:`stale_reason`), and any other task's rows of other weights — a directory holds one model's
+    results, so its ``summary.json`` never mixes models. Files without a grae record are not counted
+    (nothing grae did not write is ever replaced)."""
+    import json
+
+    found = {Path(path): reason for path, settings in planned.items() if (reason := stale_reason(path, settings))}
+    for sidecar in sorted(Path(output_dir).glob("*.run.json")):
+        rows = sidecar.with_name(sidecar.name[: -len(".run.json")] + ".jsonl")
+        try:
+            recorded = json.loads(sidecar.read_text()).get("identity")
+        except (ValueError, AttributeError):
+            recorded = "an unreadable record"
+        if rows not in found and recorded != identity:
+            found[rows] = f"identity: {recorded!r} on disk vs {identity!r} now"
+    return found
+
+
 def discard_rows(output_path: str | Path) -> None:
     """Remove the rows of ``output_path`` and their sidecars (stale rows, ``--overwrite``)."""
     output_path = Path(output_path)
@@ -313,9 +333,14 @@ def evaluate(
     """Evaluate an in-memory HF model (no reload) — what ``grae train`` calls before and after training.
 
     The model is put in eval mode for the duration and restored; the global torch RNG state is
-    untouched. ``identity`` names the weights (:mod:`grae.eval.identity`); rows on disk from another
-    identity are refused. See :func:`run_samples` for the other arguments.
+    untouched. ``identity`` names the weights (:mod:`grae.eval.identity`; default, when rows go to
+    ``output_path``: a hash of the model's tensors); rows on disk from another identity are refused.
+    See :func:`run_samples` for the other arguments.
     """
+    if identity is None and output_path is not None:  # config._name_or_path is the same for every fine-tune of a base
+        from .identity import tensors_fingerprint
+
+        identity = tensors_fingerprint(model)
     sampler = HFSampler(model, tokenizer, SamplingSettings(temperature, top_p, max_tokens))
     settings = {"model": getattr(getattr(model, "config", None), "_name_or_path", None) or type(model).__name__,
                 "backend": "hf", "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,

@@ -38,8 +38,10 @@ class MetricsJsonl(TrainerCallback):
     step are dropped first, so a resumed run's file has each step once.
     """
 
-    def __init__(self, path: str | Path, resume_step: int | None = None):
+    def __init__(self, path: str | Path, resume_step: int | None = None, *, owner: bool = True):
         self.path = Path(path)
+        if not owner:  # another process of a multi-process run: the main one keeps the file
+            return
         if resume_step is not None and self.path.exists():
             keep = [line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
             tmp = self.path.with_suffix(".tmp")
@@ -122,12 +124,16 @@ class RichProgress(TrainerCallback):
 
 class GracefulInterrupt(TrainerCallback):
     """First Ctrl-C (SIGINT) or SIGTERM: finish the current step, save a checkpoint, stop.
-    ``grae train --resume`` continues from it. A second Ctrl-C interrupts immediately."""
+    ``grae train --resume`` continues from it. A second Ctrl-C interrupts immediately.
+
+    On several processes the ranks agree at every step end (:func:`grae.train.ranks.agreed_signal`):
+    a signal that reached any rank stops all of them after the same step."""
 
     def __init__(self):
-        self.requested = False
-        #: the signal that asked to stop (``grae train`` exits with 128 + its number)
+        #: the signal this process received
         self.signal: int | None = None
+        #: the signal that stops the run, agreed by every process (``grae train`` exits 128 + its number)
+        self.stopped_by: int | None = None
         self._previous = {}
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -138,16 +144,27 @@ class GracefulInterrupt(TrainerCallback):
                 pass
 
     def _handle(self, signum, frame):
-        if self.requested:
+        if self.signal is not None:
             signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
             raise KeyboardInterrupt
-        self.requested = True
         self.signal = signum
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.requested:
+        from grae.train.ranks import agreed_signal
+
+        self.stopped_by = agreed_signal(args, self.signal)
+        if self.stopped_by:
             control.should_save = True
             control.should_training_stop = True
+
+    def after_training(self, args) -> int | None:
+        """The agreed stopping signal once ``train()`` returned (one arriving after the last step counts:
+        the job is being pre-empted, and the run must not look finished)."""
+        from grae.train.ranks import agreed_signal
+
+        if self.stopped_by is None:
+            self.stopped_by = agreed_signal(args, self.signal)
+        return self.stopped_by
 
     def on_train_end(self, args, state, control, **kwargs):
         for sig, handler in self._previous.items():

@@ -16,13 +16,16 @@ directory has one owner (``run.json``, :mod:`grae.train.rundir`); held-out rows 
 they evaluated (:mod:`grae.eval.identity`): the base by the content hash of its weight files, the
 trained model by ``<run id>@step<N>`` — an extended run re-evaluates.
 
+On several processes (``accelerate launch … grae train``, ``torchrun``) the main process claims the
+directory, picks the checkpoint, evaluates and reports; every process trains and agrees on when to
+stop (:mod:`grae.train.ranks`).
+
 Exit status of an interrupted run (SIGINT/SIGTERM: the current step finishes, a checkpoint is saved):
 :data:`INTERRUPTED_EXIT` — never 0, so a pre-empted job never looks finished to a scheduler.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import signal
@@ -30,12 +33,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from grae.eval.identity import model_identity, trained_identity
-from grae.eval.records import atomic_write_text
 from grae.train.config import TrainConfig, grpo_config, to_dict
-from grae.train.rundir import claim
+from grae.train.faults import DiskFullError, disk_full_is_resumable
+from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
+from grae.train.rundir import checkpoint_step, open_run
+
+__all__ = ["INTERRUPTED_EXIT", "DiskFullError", "RunResult", "evaluate_heldout", "run_train"]
 
 #: exit status after SIGINT / SIGTERM (the shell's 128 + signal number)
 INTERRUPTED_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -51,6 +55,8 @@ class RunResult:
     report: Path | None = None
     #: the signal that stopped the run (a checkpoint was saved), None when it finished
     interrupted_by: int | None = None
+    #: False on the other processes of a multi-process run (the main one evaluates and reports)
+    main: bool = True
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
@@ -68,9 +74,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.train.callbacks import GracefulInterrupt, MetricsJsonl, RichProgress
 
     out = Path(cfg.output_dir)
-    run_id = claim(out, to_dict(cfg), resume=resume, overwrite=overwrite)  # refuses before writing anything
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    log = (lambda m: console.print(m, markup=False, emoji=False, highlight=False, soft_wrap=True)) if console is not None else print
+    checkpoints = out / "checkpoints"
+    args = grpo_config(cfg, output_dir=str(checkpoints))  # under accelerate/torchrun: the process group, with ddp_timeout
+    main = is_main(args)
+    # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
+    run_id, resume_from = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume, overwrite=overwrite))
+    log = _logger(console) if main else (lambda message: None)
     torch.manual_seed(cfg.seed)
 
     # data
@@ -84,25 +93,33 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
 
-    summary_path = out / "eval" / "summary.json"
-    before = (evaluate_heldout(cfg, model, tokenizer, heldout, task, out / "eval" / "before.jsonl", log,
-                               identity=model_identity(cfg.model, model_path)) if cfg.eval.enabled else {})
+    def newest() -> str | None:
+        return latest_complete_checkpoint(str(checkpoints), run_id)
+
+    def heldout_pass_at_k(which: str, weights, identity) -> dict[int, float]:
+        """Held-out pass@k on the main process (the others wait); {} with evaluation off."""
+        if not (cfg.eval.enabled and main):
+            return {}
+        path = out / "eval" / f"{which}.jsonl"
+        with disk_full_is_resumable(f"writing held-out samples into {path}", path, newest):
+            return evaluate_heldout(cfg, weights, tokenizer, heldout, task, path, log, identity=identity())
+
+    before = heldout_pass_at_k("before", model, lambda: model_identity(cfg.model, model_path, model))
+    wait_for_everyone(args)
 
     estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
     if cfg.reward_correction:
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
-    checkpoints = out / "checkpoints"
-    resume_from = latest_complete_checkpoint(str(checkpoints), run_id) if resume else None
-    resume_step = int(resume_from.rsplit("-", 1)[1]) if resume_from else (0 if resume else None)
+    resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
-    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step), interrupt]
+    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main), interrupt]
     if progress:
         callbacks.append(RichProgress(console))
     trainer = GraeTrainer(
         model=model,
         processing_class=tokenizer,
         reward_funcs=[task.reward_fn()],
-        args=grpo_config(cfg, output_dir=str(checkpoints)),
+        args=args,
         train_dataset=dataset,
         callbacks=callbacks,
         estimator=estimator,
@@ -117,31 +134,36 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     if resume_from:
         log(f"resuming from {resume_from}")
     t0 = time.perf_counter()
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
+    with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest):
+        if resume_step is not None and resume_step >= cfg.max_steps:
+            # trained to the end before (stopped in evaluation, or pre-empted after the last step):
+            # transformers' train() would take one more step before it checks max_steps
+            trainer._load_from_checkpoint(resume_from)
+            trainer.state.global_step = resume_step
+        else:
+            trainer.train(resume_from_checkpoint=resume_from)
         steps = trainer.state.global_step
-        if latest_complete_checkpoint(str(checkpoints), run_id) != os.path.join(str(checkpoints), f"checkpoint-{steps}"):
+        final = os.path.join(str(checkpoints), f"checkpoint-{steps}")
+        if decided_by_main(args, lambda: newest() != final):
             trainer._save_checkpoint(trainer.model, trial=None)  # the final state is always resumable
-    except OSError as err:
-        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        last = latest_complete_checkpoint(str(checkpoints), run_id)
-        raise DiskFullError(f"disk full while checkpointing into {checkpoints} ({err.strerror}); the newest complete "
-                            f"checkpoint is {last or 'none'}: free space, then rerun with --resume") from None
+        stopped_by = interrupt.after_training(args)
     train_seconds = time.perf_counter() - t0
-    if interrupt.requested:
+    if stopped_by:
         log(f"interrupted at step {steps}: checkpoint saved; continue with --resume")
-        return RunResult(out, steps, train_seconds, before, interrupted_by=interrupt.signal)
-    _save_final(trainer, tokenizer, out / "final")
+        wait_for_everyone(args)  # no rank leaves (and has the launcher stop the others) before this is said
+        return RunResult(out, steps, train_seconds, before, interrupted_by=stopped_by, main=main)
+    with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest):
+        _save_final(trainer, tokenizer, out / "final", args)
+    if not main:
+        return RunResult(out, steps, train_seconds, main=False)
 
-    after = (evaluate_heldout(cfg, trainer.model, tokenizer, heldout, task, out / "eval" / "after.jsonl", log,
-                              identity=trained_identity(run_id, steps)) if cfg.eval.enabled else {})
+    after = heldout_pass_at_k("after", trainer.model, lambda: trained_identity(run_id, steps))
     from grae.eval import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
                "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
-    atomic_write_json(summary_path, {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
-                                     for k, v in summary.items()})
+    atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
+                                                      for k, v in summary.items()})
     report = None
     if cfg.report:
         from grae.train.report import write_train_report
@@ -150,8 +172,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     return RunResult(out, steps, train_seconds, before, after, report)
 
 
-class DiskFullError(RuntimeError):
-    """No space left while checkpointing; the run resumes from its newest complete checkpoint."""
+def _logger(console):
+    """Lines printed literally (paths may hold ``[x]`` or ``:100:``)."""
+    if console is None:
+        return print
+    return lambda message: console.print(message, markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
 def evaluate_heldout(cfg: TrainConfig, model, tokenizer, heldout, task, path: Path, log, *,
@@ -175,10 +200,16 @@ def evaluate_heldout(cfg: TrainConfig, model, tokenizer, heldout, task, path: Pa
     return dict(result.curve)
 
 
-def _save_final(trainer, tokenizer, target: Path) -> None:
+def _save_final(trainer, tokenizer, target: Path, args) -> None:
+    """``final/``, whole or not at all: written to ``final.partial`` and renamed. Every process takes
+    part in ``save_model`` (ZeRO-3 gathers the weights); the main one writes and renames."""
     staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    if is_main(args):
+        shutil.rmtree(staging, ignore_errors=True)
+    wait_for_everyone(args)
     trainer.save_model(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
+    if is_main(args):
+        tokenizer.save_pretrained(str(staging))
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    wait_for_everyone(args)

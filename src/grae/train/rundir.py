@@ -24,7 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from grae.eval.records import atomic_write_json
+import yaml
+
+from grae.eval.records import atomic_write_json, atomic_write_text
 from grae.train.config import ConfigError
 
 RUN_FILE = "run.json"
@@ -54,40 +56,86 @@ def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> str:
+def owner(out: Path) -> dict[str, Any] | None:
+    """The record (``run.json``) of the run that owns ``out``; None when there is none."""
+    run_file = Path(out) / RUN_FILE
+    if not run_file.exists():
+        return None
+    try:
+        record = json.loads(run_file.read_text())
+        record["run_id"], record["fingerprint"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"{run_file}: not a run record grae wrote; --overwrite clears the directory") from None
+    return record
+
+
+def changes(record: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """What ``config`` changes in the run ``record`` beyond :data:`RESUMABLE_KEYS` (``"key: a → b"``)."""
+    return _differences(record["fingerprint"], fingerprint(config))
+
+
+def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, dry_run: bool = False) -> str | None:
     """Claim ``out`` for the run configured by ``config`` (``to_dict(TrainConfig)``); the run id.
 
     Raises :class:`ConfigError` (one line, before anything is written) when the directory belongs to
-    another run, or ``--resume`` would change what the run is.
+    another run, or ``--resume`` would change what the run is. ``dry_run``: only check (nothing is
+    cleared or written; None where a new run would start).
     """
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: choose one (continue the run in the directory, or clear it)")
-    run_file = out / RUN_FILE
-    owned = any((out / name).exists() for name in RUN_MARKERS)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output_dir: {out} is a file, not a directory")
+    record = owner(out) if not overwrite else None
+    owned = any((out / name).exists() for name in RUN_MARKERS)
     if overwrite and owned:
+        if dry_run:
+            return None
         _clear(out)
-    elif resume and run_file.exists():
-        owner = json.loads(run_file.read_text())
-        changed = _differences(owner["fingerprint"], fingerprint(config))
+    elif resume and record is not None:
+        changed = changes(record, config)
         if changed:
-            raise ConfigError(f"--resume: {out} holds run {owner['run_id']} with another configuration "
+            raise ConfigError(f"--resume: {out} holds run {record['run_id']} with another configuration "
                               f"({'; '.join(changed)}); only {', '.join(RESUMABLE_KEYS[:3])} may change on resume; "
                               "use --overwrite to start a new run there")
-        return owner["run_id"]
+        return record["run_id"]
     elif owned:
-        what = (f"run {json.loads(run_file.read_text())['run_id']}" if run_file.exists()
-                else "a run written before grae recorded run owners")
-        hint = "--resume continues it (only max_steps and eval settings may change)" if run_file.exists() else ""
+        what = f"run {record['run_id']}" if record else "a run written before grae recorded run owners"
+        hint = "--resume continues it (only max_steps and eval settings may change)" if record else ""
         raise ConfigError(f"output_dir: {out} holds {what}; " + (f"{hint}, " if hint else "")
                           + "--overwrite clears it, or choose another --output-dir")
     elif out.is_dir() and any(out.iterdir()):
         raise ConfigError(f"output_dir: {out} is not empty and holds no grae run; choose another --output-dir")
+    if dry_run:
+        return None
     run_id = uuid.uuid4().hex[:12]
-    atomic_write_json(run_file, {"run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                 "config_hash": _digest(config), "fingerprint": fingerprint(config)})
+    atomic_write_json(out / RUN_FILE, {"run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                       "config_hash": _digest(config), "fingerprint": fingerprint(config)})
     return run_id
+
+
+def open_run(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> tuple[str, str | None]:
+    """Claim ``out`` (:func:`claim`), pick the checkpoint to resume — this run's newest complete one —
+    and record the configuration (``config.yaml``): ``(run id, checkpoint or None)``.
+
+    A resume cannot shorten a run: ``max_steps`` below the steps already trained is refused (the
+    weights, metrics and report would describe more steps than the configuration). Nothing is
+    written when it refuses."""
+    from grae.engines.trl import latest_complete_checkpoint
+
+    run_id = claim(out, config, resume=resume, overwrite=overwrite)
+    checkpoint = latest_complete_checkpoint(str(out / "checkpoints"), run_id) if resume else None
+    done = checkpoint_step(checkpoint)
+    if done > config["max_steps"]:
+        raise ConfigError(f"max_steps: {config['max_steps']}, but run {run_id} in {out} has trained {done} steps "
+                          f"({checkpoint}); a resume keeps or extends the steps (--max-steps {done} or more), "
+                          "--overwrite starts anew")
+    atomic_write_text(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    return run_id, checkpoint
+
+
+def checkpoint_step(checkpoint: str | None) -> int:
+    """The global step of ``…/checkpoint-N`` (0 for None)."""
+    return int(str(checkpoint).rsplit("-", 1)[1]) if checkpoint else 0
 
 
 def _clear(out: Path) -> None:
