@@ -10,8 +10,10 @@ to ``params.pt``. Run keys (all but ``name`` optional):
 
 * ``estimator``, ``estimator_params``, ``trainer`` (extra GraeTrainer kwargs: ``loss_agg_mode``, ...),
   ``config`` (GRPOConfig overrides), ``steps``, ``prompts_per_device`` (prompts per micro-batch per rank).
-* ``reward``: ``"parity"`` (deterministic, from the completion text) or ``"disagree"``: per generation
-  batch, the next entry of ``modes`` decides what the ranks disagree about (:data:`MODES`).
+* ``reward``: ``"parity"`` (deterministic, from the completion text), ``"even_solved"`` (prompts with an
+  even first operand always score 1: all-correct groups for dynamic sampling to drop; others parity) or
+  ``"disagree"``: per generation batch, the next entry of ``modes`` decides what the ranks disagree
+  about (:data:`MODES`).
 * ``stand_in``: completions are a deterministic function of (global step, global row index) instead of
   sampled, so a 1-process and a 2-process run see the same batch.
 * ``crash_at_step``: ``os._exit`` on every rank when this optimizer step ends (after the checkpoint of
@@ -59,6 +61,10 @@ def _crc(text: str) -> int:
 
 def parity(completions, **kwargs):
     return [float(_crc(c) % 2) for c in completions]
+
+
+def even_solved(completions, prompts, **kwargs):
+    return [1.0 if int(p.split()[2]) % 2 == 0 else float(_crc(c) % 2) for p, c in zip(prompts, completions)]
 
 
 def make_disagreeing_reward(modes: list[str]):
@@ -143,6 +149,8 @@ class Recorder(GraeTrainer):
                 "num_samples": float(out["grae_num_samples"]),
                 "state_before": state_before, "state_after": self.estimator.state_dict(),
                 "metrics": result.metrics,
+                "groups": self.last_groups if self.sampling.active else None,
+                "sampling_state": self._sampling_state(),
             }))
         return out
 
@@ -175,7 +183,8 @@ def run(spec: dict, out_root: str) -> None:
         dataloader_num_workers=0, seed=0, ddp_timeout=spec.get("ddp_timeout", 60),
     )
     config.update(spec.get("config", {}))
-    reward = parity if spec.get("reward", "parity") == "parity" else make_disagreeing_reward(spec["modes"])
+    kind = spec.get("reward", "parity")
+    reward = {"parity": parity, "even_solved": even_solved}.get(kind) or make_disagreeing_reward(spec["modes"])
     # equal-length prompts: left padding (which shifts positions) is then the same on any world size
     data = Dataset.from_list([{"prompt": f"What is {a} + {a + 1}?\nAnswer:"} for a in range(10, 74)])
     trainer = Recorder(

@@ -245,3 +245,38 @@ def test_avspo_state_is_identical_on_every_rank_through_kill_and_resume(tmp_path
     assert resumed[0]["final_state"] == full[0]["final_state"], "resume did not restore AVSPO's state"
     taus = [g["state_after"] for g in full[0]["generations"]]
     assert len({json.dumps(t, sort_keys=True) for t in taus}) > 1, "τ never moved: the test would not see a lost state"
+
+
+# -- dynamic sampling and prompt selection on 2 processes ------------------------------------------
+SAMPLING_RUNS = {
+    "dynamic+vade": dict(trainer=dict(sampling=dict(dynamic=True, selection="vade", max_gen_batches=3))),
+    "dynamic-spg2-accum2": dict(trainer=dict(sampling=dict(dynamic=True, max_gen_batches=3)),
+                                config=dict(gradient_accumulation_steps=2, steps_per_generation=2), steps=4),
+}
+
+
+def test_dynamic_sampling_and_selection_decide_alike_on_two_processes(tmp_path):
+    """Both ranks draw the same prompts, keep the same groups, hold the same posterior; every trained
+    group has reward variance; each rank trains on its slice of the estimator's global result."""
+    runs = [{"name": name, "reward": "even_solved", "steps": 3, **spec} for name, spec in SAMPLING_RUNS.items()]
+    ranks = launch(tmp_path, runs, 2, timeout=300)
+    for name in SAMPLING_RUNS:
+        rank0, rank1 = ranks[name]
+        assert len(rank0["generations"]) == len(rank1["generations"]) >= 2, name
+        for gen0, gen1 in zip(rank0["generations"], rank1["generations"]):
+            assert gen0["groups"] == gen1["groups"], f"{name}: the ranks chose different groups"
+            assert gen0["sampling_state"] == gen1["sampling_state"], f"{name}: the ranks' sampling state differs"
+            trained = [group for group in gen0["groups"] if group["trained"]]
+            assert trained and all(len(set(group["rewards"])) > 1 for group in trained), name
+            assert any(not group["trained"] for group in gen0["groups"]) or len(trained) == len(gen0["groups"])
+            kept = sum(w > 0 for w in gen0["weights"])
+            assert kept == G * len(trained), f"{name}: {kept} weighted samples for {len(trained)} groups"
+            n_local = len(gen0["local_advantages"])
+            for rank, gen in enumerate((gen0, gen1)):
+                assert_close(gen["local_advantages"], gen0["advantages"][rank * n_local:(rank + 1) * n_local],
+                             f"{name}: rank {rank}'s slice")
+        assert any(group["round"] > 0 for gen in rank0["generations"] for group in gen["groups"]), \
+            f"{name}: no step needed a second generation round; the test exercises nothing"
+        logged = [entry for entry in rank0["log_history"] if "grae/kept_group_frac" in entry]
+        assert len(logged) == len([e for e in rank0["log_history"] if "loss" in e]), name
+        assert all(entry["grae/gen_batches"] >= 1 for entry in logged)

@@ -25,14 +25,28 @@ def collect(cfg: CompareConfig) -> dict:
     """Per method: {seed: ProblemCounts after training}, metrics rows per seed, train seconds per seed."""
     data = {}
     for job in cfg.jobs():
-        entry = data.setdefault(job.method, {"counts": {}, "metrics": {}, "seconds": {}, "steps": {}})
+        entry = data.setdefault(job.method, {"counts": {}, "metrics": {}, "seconds": {}, "steps": {}, "generated": {}})
         rows = read_rows(job.output_dir / "eval" / "after.jsonl")
         entry["counts"][job.seed] = count_problems(rows)
         entry["metrics"][job.seed] = read_metrics(job.output_dir / "metrics.jsonl")
         summary = json.loads((job.output_dir / "eval" / "summary.json").read_text())
         entry["seconds"][job.seed] = summary.get("train_seconds", float("nan"))
         entry["steps"][job.seed] = summary.get("steps")
+        entry["generated"][job.seed] = summary.get("generated_completions")
     return data
+
+
+def per_method_budget(data: dict) -> list[str]:
+    """Steps, generated completions and training wall time per method (means over seeds): where methods
+    spend rollouts differently (dynamic sampling), equal steps are not equal budgets."""
+    lines = ["", "| method | steps | generated completions | training wall time (s) |", "|---|---|---|---|"]
+    for method, entry in data.items():
+        steps = [s for s in entry["steps"].values() if s is not None]
+        generated = [g for g in entry["generated"].values() if g is not None]
+        seconds = [v for v in entry["seconds"].values() if not math.isnan(v)]
+        lines.append(f"| {method} | {np.mean(steps):.1f} | " + (f"{np.mean(generated):,.0f}" if generated else "–")
+                     + f" | {np.mean(seconds):.0f} |")
+    return lines
 
 
 def _fmt(iv: Interval, scale: float = 100.0) -> str:
@@ -85,6 +99,7 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         f"- held-out: {first[cfg.seeds[0]].num_problems} problems × n = {n_min} samples per run",
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
         invocations_line(out, len(cfg.jobs())),
+        *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
         f"- statistics: mean over seeds and problems, 95% two-level bootstrap (seeds × problems, {cfg.bootstrap} draws); "
         "differences paired by seed against the baseline (grae.compare.stats)",
         f"- reproduce: `grae compare {cfg.source}`",

@@ -72,16 +72,21 @@ import logging
 import os
 from typing import Any
 
+import numpy as np
 import torch
 from trl import GRPOTrainer
 
 from grae.advantage import Estimator, get_estimator
+from grae.engines.rows import LEFT_PADDED, concat_rows, pad_value, per_row_tensors, take_rows, trim_padding
 from grae.eval.records import atomic_write_json
 from grae.loss import AGG_MODES, agg_loss, kl_penalty, policy_loss
+from grae.sampling import GROUP_KINDS, PromptPosterior, PromptStream, SamplingConfig, group_kinds, informative_groups
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "grae_estimator_state.json"
+#: dynamic sampling / prompt selection state in a checkpoint: the VADE posterior, the uniform stream, the budget
+SAMPLING_STATE_FILE = "grae_sampling_state.json"
 #: written last into a checkpoint folder: a folder without it was cut off mid-write and is never resumed
 COMPLETE_MARKER = "grae_checkpoint_complete"
 #: TRL loss types whose normaliser counts rows (dropped samples included), mapped onto grae's loss.
@@ -120,6 +125,9 @@ class GraeTrainer(GRPOTrainer):
             excludes it), failures are counted and logged, and a function that fails on every sample
             of a batch stops the run with :class:`grae.rewards.RewardFunctionError` naming it.
         reward_fallback, reward_timeout: see ``contain_reward_faults``.
+        sampling: :class:`grae.sampling.SamplingConfig` (or a dict of its fields): DAPO dynamic
+            sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
+            Default: TRL's own sampler, unchanged.
     """
 
     def __init__(
@@ -132,6 +140,7 @@ class GraeTrainer(GRPOTrainer):
         contain_reward_faults: bool = True,
         reward_fallback: float | None = None,
         reward_timeout: float | None = None,
+        sampling: SamplingConfig | dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         self.estimator = resolve_estimator(estimator, estimator_params)
@@ -153,6 +162,39 @@ class GraeTrainer(GRPOTrainer):
         self.last_advantage_result = None
         #: written into every checkpoint's completion marker; resume then ignores other runs' checkpoints
         self.grae_run_id: str | None = None
+        self.sampling = _sampling_config(sampling)
+        self._posterior, self._prompt_stream = self._check_sampling()
+        #: completions generated for training so far (every process, every round: the budget unit)
+        self.grae_generated_completions = 0
+        #: the groups of the last training generation: round, group, prompt index, kind, rewards, trained
+        self.last_groups: list[dict] = []
+
+    def _check_sampling(self) -> tuple[PromptPosterior | None, PromptStream | None]:
+        """Refuse what dynamic sampling / selection cannot do; build their state."""
+        cfg = self.sampling
+        if not cfg.active:
+            return None, None
+        dataset = self.train_dataset
+        if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+            raise ValueError("sampling: dynamic sampling and prompt selection draw prompts by index; "
+                             "train_dataset must be a map-style dataset (not an IterableDataset)")
+        columns = set(getattr(dataset, "column_names", None) or [])
+        if columns & {"image", "images"}:
+            raise ValueError("sampling: dynamic sampling and prompt selection do not support image datasets yet")
+        if cfg.dynamic and self.num_generations < 2:
+            raise ValueError("sampling.dynamic: needs num_generations >= 2 (a group of one has no reward variance)")
+        num_groups = self.args.generation_batch_size // self.num_generations
+        if num_groups > len(dataset):
+            raise ValueError(f"sampling: a generation batch takes {num_groups} prompts, the dataset has {len(dataset)}")
+        posterior = PromptPosterior(len(dataset), cfg.prior_alpha, cfg.prior_beta, cfg.decay) \
+            if cfg.selection == "vade" else None
+        stream = PromptStream(len(dataset), seed=self.args.seed + 1) if cfg.dynamic and posterior is None else None
+        return posterior, stream
+
+    @property
+    def _pad_id(self) -> int:
+        pad = getattr(self._tokenizer, "pad_token_id", None)
+        return 0 if pad is None else int(pad)
 
     def _map_scale_rewards(self) -> None:
         """TRL's ``scale_rewards`` becomes the estimator's ``scale``, or is refused (module docstring)."""
@@ -242,29 +284,41 @@ class GraeTrainer(GRPOTrainer):
                 _, _, timeouts, first = func.last_call
                 func._raise_all_failed(n, first, timeouts)
 
-    def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)
-        mode = "train" if self.model.training else "eval"
-        group_size = self.num_generations if mode == "train" else self.num_generations_eval
-
+    def _gathered_rewards(self) -> torch.Tensor:
+        """``[N_global]`` weighted reward sum of the last scored batch; NaN where every function was missing."""
         rewards_per_func = self._last_rewards_per_func  # [N_global, F]
         rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan  # unscorable: missing, not 0
-        group_ids = torch.arange(rewards.numel(), device=rewards.device) // group_size  # [N_global]
+        return rewards.float().cpu()
 
+    def _generate_and_score_completions(self, inputs):
+        mode = "train" if self.model.training else "eval"
+        if mode == "train" and self.sampling.active:
+            return self._sample_training_batch(inputs)
+        out = super()._generate_and_score_completions(inputs)
+        rewards = self._gathered_rewards()
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        group_ids = torch.arange(rewards.numel()) // group_size  # [N_global]
         estimator = self.estimator if mode == "train" else copy.deepcopy(self.estimator)
-        result = estimator(rewards.float().cpu(), group_ids.cpu())  # identical on every rank: gathered input
+        result = estimator(rewards, group_ids)  # identical on every rank: gathered input
+        if mode == "train":
+            self.grae_generated_completions += rewards.numel()
+        self._replace_logged_advantages(result.advantages)
+        return self._with_advantages(out, rewards, result, mode)
+
+    def _with_advantages(self, out: dict, rewards: torch.Tensor, result, mode: str) -> dict:
+        """``out`` (this rank's rows of the global batch the estimator saw) with grae's advantages, weights
+        and loss counts; logs the estimator's metrics."""
         self.last_advantage_result = result
         if mode == "train" and bool(torch.isnan(rewards).all()) and self.accelerator.is_main_process:
             logger.warning("step %d: every reward of the batch is missing (%d samples); this step trains on nothing. "
                            "Check the reward functions' failure_frac and the verifier.", self.state.global_step + 1,
                            rewards.numel())
-
         n_local = out["prompt_ids"].size(0)
         start = self.accelerator.process_index * n_local
         local = slice(start, start + n_local)
-        device = out["advantages"].device
-        out["advantages"] = result.advantages[local].to(device=device, dtype=out["advantages"].dtype)
+        device = out["prompt_ids"].device
+        out["advantages"] = result.advantages[local].to(device=device, dtype=torch.float32)
         weights = result.weights[local].to(device)  # [B]
         out["grae_weights"] = weights
         out["completion_mask"] = out["completion_mask"] * (weights > 0).unsqueeze(1).to(out["completion_mask"].dtype)
@@ -272,11 +326,121 @@ class GraeTrainer(GRPOTrainer):
         # Unconditional: every rank joins this gather (the multi-process rule in the module docstring).
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()  # global kept tokens
         out["grae_num_samples"] = (result.weights > 0).sum().to(device=device, dtype=torch.float32)  # global kept samples
-
-        self._replace_logged_advantages(result.advantages)
         for key, value in result.metrics.items():
             self._metrics[mode][f"grae/{key}"].append(float(value))
         return out
+
+    # -- dynamic sampling and prompt selection (grae.sampling) ----------------------------------
+    def _sample_training_batch(self, inputs: list[dict]) -> dict:
+        """One generation batch under ``self.sampling`` (see :mod:`grae.sampling`).
+
+        Round by round: choose prompts (VADE, or after the first round a seeded uniform stream),
+        let TRL generate and score them, gather the rows of every process, keep the informative
+        groups. Stops when the batch is full of kept groups or after ``max_gen_batches`` rounds; then
+        the batch is topped up with dropped groups of weight 0 (they train nothing). Every decision
+        reads gathered data, so every process takes the same one.
+        """
+        cfg, group_size = self.sampling, self.num_generations
+        n_local, world = len(inputs), self.accelerator.num_processes
+        num_groups = n_local * world // group_size
+        step = self.state.global_step
+        rounds, round_rewards, kept, spare, records = [], [], [], [], []
+        selected_p = []
+        for round_index in range(cfg.max_gen_batches if cfg.dynamic else 1):
+            prompts = None
+            if self._posterior is not None:
+                rng = np.random.default_rng([self.args.seed, step, round_index])
+                prompts = self._posterior.select(num_groups, step, rng)
+                selected_p.extend(self._posterior.mean(prompts, step).tolist())
+            elif round_index > 0:
+                prompts = self._prompt_stream.take(num_groups)
+            if prompts is not None:
+                inputs = self._local_inputs(prompts, n_local)
+            out = super()._generate_and_score_completions(inputs)
+            rewards = self._gathered_rewards()  # [N_global]
+            self.grae_generated_completions += rewards.numel()
+            rows = self._gather_rows(out, n_local)
+            if self._posterior is not None:
+                grouped = rewards.view(num_groups, group_size)
+                scored = ~torch.isnan(grouped)
+                successes = ((grouped >= cfg.success_threshold) & scored).sum(dim=1)
+                self._posterior.update(prompts, successes.numpy(), scored.sum(dim=1).numpy(), step)
+            keep = informative_groups(rewards, group_size, cfg.drop, cfg.success_threshold) if cfg.dynamic \
+                else torch.ones(num_groups, dtype=torch.bool)
+            kinds = group_kinds(rewards, group_size, cfg.success_threshold)
+            for group in range(num_groups):
+                (kept if keep[group] else spare).append((round_index, group))
+                records.append({"round": round_index, "group": group, "prompt_index": None if prompts is None else prompts[group],
+                                "kind": GROUP_KINDS[int(kinds[group])],
+                                "rewards": [None if r != r else r for r in rewards[group * group_size:(group + 1) * group_size].tolist()]})
+            rounds.append(rows)
+            round_rewards.append(rewards)
+            if len(kept) >= num_groups:
+                break
+        trained, filler = kept[:num_groups], spare[:max(0, num_groups - len(kept))]
+        if filler and self.accelerator.is_main_process:
+            logger.warning("step %d: %d of %d groups informative after %d generation rounds (sampling.max_gen_batches); "
+                           "training on those, the other %d have weight 0", step + 1, len(trained), num_groups,
+                           len(rounds), len(filler))
+        return self._assemble(rounds, round_rewards, trained, filler, records, n_local, selected_p)
+
+    def _assemble(self, rounds, round_rewards, trained, filler, records, n_local, selected_p) -> dict:
+        group_size = self.num_generations
+        offsets = [0]
+        for rewards in round_rewards[:-1]:
+            offsets.append(offsets[-1] + rewards.numel())
+
+        def row_index(groups):  # rows of (round, group) pairs in the concatenation of all rounds
+            return torch.tensor([offsets[r] + g * group_size + i for r, g in groups for i in range(group_size)],
+                                dtype=torch.long)
+
+        every_row = concat_rows(rounds, self._pad_id)
+        all_rewards = torch.cat(round_rewards)  # [rounds × N_global]
+        kept_rows, filler_rows = row_index(trained), row_index(filler)
+        kept_rewards = all_rewards[kept_rows]
+        result = self.estimator(kept_rewards, torch.arange(kept_rewards.numel()) // group_size)
+        n_filler = filler_rows.numel()
+        result = type(result)(torch.cat([result.advantages, torch.zeros(n_filler, dtype=result.advantages.dtype)]),
+                              torch.cat([result.weights, torch.zeros(n_filler, dtype=result.weights.dtype)]),
+                              dict(result.metrics))
+        batch_rows = torch.cat([kept_rows, filler_rows])  # [N_global]
+        batch = trim_padding(take_rows(every_row, batch_rows))
+        start = self.accelerator.process_index * n_local
+        device = self.accelerator.device
+        out = {key: value[start:start + n_local].to(device) for key, value in batch.items()}
+
+        logged = torch.zeros(all_rewards.numel())  # what trained, per generated row (0 where nothing did)
+        logged[kept_rows] = result.advantages[:kept_rows.numel()].float()
+        self._replace_logged_advantages(logged)
+        trained_set = set(trained)
+        for record in records:
+            record["trained"] = (record["round"], record["group"]) in trained_set
+        self.last_groups = records
+        metrics = self._metrics["train"]
+        metrics["grae/kept_group_frac"].append(len(trained) / len(records))
+        metrics["grae/gen_batches"].append(float(len(rounds)))
+        metrics["grae/filler_groups"].append(float(len(filler)))
+        if selected_p:
+            metrics["grae/selected_p"].append(float(np.mean(selected_p)))
+        return self._with_advantages(out, torch.cat([kept_rewards, torch.full((n_filler,), torch.nan)]), result, "train")
+
+    def _local_inputs(self, prompts: list[int], n_local: int) -> list[dict]:
+        """This process's rows when the global batch is ``prompts``, each repeated G times (TRL's layout)."""
+        global_rows = [index for index in prompts for _ in range(self.num_generations)]
+        start = self.accelerator.process_index * n_local
+        return [self.train_dataset[index] for index in global_rows[start:start + n_local]]
+
+    def _gather_rows(self, out: dict, n_local: int) -> dict[str, torch.Tensor]:
+        """Every process's rows of ``out``, in global order (the same on every process)."""
+        rows = per_row_tensors(out, n_local, skip=("advantages", "num_items_in_batch"))
+        gathered = {}
+        for key in sorted(rows):  # same order on every process: each key is one collective
+            value = rows[key]
+            if value.dim() >= 2:
+                value = self.accelerator.pad_across_processes(value, dim=1, pad_index=pad_value(key, self._pad_id),
+                                                              pad_first=key in LEFT_PADDED)
+            gathered[key] = self.accelerator.gather(value).cpu()
+        return gathered
 
     def _replace_logged_advantages(self, advantages: torch.Tensor) -> None:
         logged = self._logs["advantages"]
@@ -365,6 +529,7 @@ class GraeTrainer(GRPOTrainer):
             folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             atomic_write_json(os.path.join(folder, STATE_FILE), {"estimator": getattr(self.estimator, "name", ""),
                                                                  "state": self.estimator.state_dict()})
+            atomic_write_json(os.path.join(folder, SAMPLING_STATE_FILE), self._sampling_state())
             atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step,
                                                                       "run_id": self.grae_run_id})
 
@@ -373,6 +538,7 @@ class GraeTrainer(GRPOTrainer):
             super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
+        self._load_sampling_state(checkpoint)
         path = os.path.join(checkpoint, STATE_FILE)
         if os.path.exists(path):
             with open(path) as f:
@@ -383,6 +549,43 @@ class GraeTrainer(GRPOTrainer):
                 f"{path}: resuming a stateful estimator ({getattr(self.estimator, 'name', '')}) from a checkpoint "
                 "without its state; it was not written by GraeTrainer."
             )
+
+    def _sampling_state(self) -> dict:
+        return {"generated_completions": self.grae_generated_completions,
+                "posterior": self._posterior.state_dict() if self._posterior is not None else None,
+                "stream": self._prompt_stream.state_dict() if self._prompt_stream is not None else None}
+
+    def _load_sampling_state(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, SAMPLING_STATE_FILE)
+        if not os.path.exists(path):  # a checkpoint from before dynamic sampling existed
+            if self._posterior is not None:
+                raise FileNotFoundError(f"{path}: resuming prompt selection (sampling.selection=vade) from a checkpoint "
+                                        "without its posterior")
+            return
+        with open(path) as f:
+            saved = json.load(f)
+        self.grae_generated_completions = int(saved.get("generated_completions", 0))
+        if self._posterior is not None:
+            if saved.get("posterior") is None:
+                raise ValueError(f"{path}: the checkpoint was trained without sampling.selection=vade; resume with "
+                                 "the same sampling settings")
+            self._posterior.load_state_dict(saved["posterior"])
+        if self._prompt_stream is not None and saved.get("stream") is not None:
+            self._prompt_stream.load_state_dict(saved["stream"])
+
+
+def _sampling_config(sampling: SamplingConfig | dict[str, Any] | None) -> SamplingConfig:
+    if sampling is None:
+        return SamplingConfig()
+    if isinstance(sampling, dict):
+        unknown = set(sampling) - set(SamplingConfig.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"sampling: unknown fields {sorted(unknown)}; valid: {', '.join(SamplingConfig.__dataclass_fields__)}")
+        sampling = SamplingConfig(**sampling)
+    if not isinstance(sampling, SamplingConfig):
+        raise TypeError(f"sampling: expected a grae.sampling.SamplingConfig or a dict, got {type(sampling).__name__}")
+    sampling.check()
+    return sampling
 
 
 @contextlib.contextmanager

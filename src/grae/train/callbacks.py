@@ -27,6 +27,9 @@ COLUMNS = {
     "learning_rate": "learning_rate",
     "completion_length": "completions/mean_length",
     "step_time": "step_time",
+    "kept_group_frac": "grae/kept_group_frac",
+    "gen_batches": "grae/gen_batches",
+    "selected_p": "grae/selected_p",
 }
 
 
@@ -40,15 +43,8 @@ class MetricsJsonl(TrainerCallback):
 
     def __init__(self, path: str | Path, resume_step: int | None = None, *, owner: bool = True):
         self.path = Path(path)
-        if not owner:  # another process of a multi-process run: the main one keeps the file
-            return
-        if resume_step is not None and self.path.exists():
-            keep = [line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text("".join(line + "\n" for line in keep))
-            os.replace(tmp, self.path)
-        elif resume_step is None and self.path.exists():
-            self.path.unlink()
+        if owner:  # another process of a multi-process run: the main one keeps the file
+            _restart_jsonl(self.path, resume_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "reward" not in logs or not state.is_world_process_zero:
@@ -56,10 +52,59 @@ class MetricsJsonl(TrainerCallback):
         row = {"step": state.global_step}
         row.update({name: _clean(logs.get(key)) for name, key in COLUMNS.items()})
         row.update({k: _clean(v) for k, v in logs.items() if isinstance(v, (int, float))})
-        with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        _append_jsonl(self.path, [row])
+
+
+class GroupsJsonl(TrainerCallback):
+    """With ``sampling.log_groups``: every generated group of every training step in ``groups.jsonl``
+    — step, generation round, prompt index (None where TRL's sampler chose it), kind
+    (informative / all_correct / all_wrong / unscored), rewards, and whether the step trained on it.
+    ``trainer`` is set once the :class:`~grae.engines.trl.GraeTrainer` exists."""
+
+    def __init__(self, path: str | Path, resume_step: int | None = None, *, owner: bool = True):
+        self.path, self.owner, self.trainer = Path(path), owner, None
+        self._written = None
+        if owner:
+            _restart_jsonl(self.path, resume_step)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        groups = getattr(self.trainer, "last_groups", None)
+        if not self.owner or not groups or groups is self._written:
+            return
+        self._written = groups
+        _append_jsonl(self.path, [{"step": state.global_step, **group} for group in groups])
+
+
+class CompletionBudget(TrainerCallback):
+    """Stop once ``budget`` completions have been generated for training (``sampling.budget_completions``).
+
+    The count (``trainer.grae_generated_completions``) is global and the same on every process, so all
+    stop after the same step; it is saved in checkpoints and resumes."""
+
+    def __init__(self, budget: int):
+        self.budget, self.trainer = budget, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trainer is not None and self.trainer.grae_generated_completions >= self.budget:
+            control.should_training_stop = True
+
+
+def _restart_jsonl(path: Path, resume_step: int | None) -> None:
+    """On resume keep the rows up to the checkpoint step (each step once); on a fresh run, none."""
+    if resume_step is not None and path.exists():
+        keep = [line for line in path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in keep))
+        os.replace(tmp, path)
+    elif resume_step is None and path.exists():
+        path.unlink()
+
+
+def _append_jsonl(path: Path, rows: list[dict]) -> None:
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(row) + "\n" for row in rows))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _clean(value):

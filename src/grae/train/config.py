@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from grae.sampling import SamplingConfig
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
@@ -76,6 +78,8 @@ class TrainConfig:
     save_steps: int = 100
     output_dir: str = "runs/default"
     trl: dict = field(default_factory=dict)
+    #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     #: write report.md and PNG plots at the end
     report: bool = True
@@ -188,6 +192,10 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"loss_agg_mode: unknown {cfg.loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
     if cfg.dual_clip is not None and cfg.dual_clip <= 1:
         raise ConfigError(f"dual_clip: must be > 1 (verl default 3.0), got {cfg.dual_clip}")
+    try:
+        cfg.sampling.check()
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
@@ -222,6 +230,9 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: {cfg.task.train_size} prompts, but one generation batch takes {prompts_per_step} "
                           f"(per_device_train_batch_size {args.per_device_train_batch_size} × steps_per_generation "
                           f"{args.steps_per_generation} / num_generations {args.num_generations}); raise task.train_size")
+    if cfg.sampling.dynamic and args.num_generations < 2:
+        raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
+                          "a group of one has no reward variance")
 
 
 #: GRPOConfig fields grae sets itself (from the top-level config or the run layout).

@@ -71,7 +71,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.data import get_task
     from grae.engines.trl import GraeTrainer, latest_complete_checkpoint
     from grae.presets import resolve_model
-    from grae.train.callbacks import GracefulInterrupt, MetricsJsonl, RichProgress
+    from grae.train.callbacks import CompletionBudget, GracefulInterrupt, GroupsJsonl, MetricsJsonl, RichProgress
 
     out = Path(cfg.output_dir)
     checkpoints = out / "checkpoints"
@@ -113,6 +113,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main), interrupt]
+    watchers = []  # callbacks that read the trainer's sampling state
+    if cfg.sampling.log_groups:
+        watchers.append(GroupsJsonl(out / "groups.jsonl", resume_step=resume_step, owner=main))
+    if cfg.sampling.budget_completions is not None:
+        watchers.append(CompletionBudget(cfg.sampling.budget_completions))
+    callbacks += watchers
     if progress:
         callbacks.append(RichProgress(console))
     trainer = GraeTrainer(
@@ -125,8 +131,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator=estimator,
         loss_agg_mode=cfg.loss_agg_mode,
         dual_clip=cfg.dual_clip,
+        sampling=cfg.sampling,
     )
     trainer.grae_run_id = run_id
+    for watcher in watchers:
+        watcher.trainer = trainer
     if progress:
         from transformers import PrinterCallback
 
@@ -135,10 +144,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         log(f"resuming from {resume_from}")
     t0 = time.perf_counter()
     with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest):
-        if resume_step is not None and resume_step >= cfg.max_steps:
+        if resume_step is not None and (resume_step >= cfg.max_steps or _budget_spent(cfg, resume_from)):
             # trained to the end before (stopped in evaluation, or pre-empted after the last step):
-            # transformers' train() would take one more step before it checks max_steps
+            # transformers' train() would take one more step before it checks max_steps or the budget
             trainer._load_from_checkpoint(resume_from)
+            trainer._load_sampling_state(resume_from)
             trainer.state.global_step = resume_step
         else:
             trainer.train(resume_from_checkpoint=resume_from)
@@ -161,6 +171,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.eval import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
+               "generated_completions": trainer.grae_generated_completions,
                "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
     atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                                                       for k, v in summary.items()})
@@ -170,6 +181,19 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
         report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds)
     return RunResult(out, steps, train_seconds, before, after, report)
+
+
+def _budget_spent(cfg: TrainConfig, checkpoint: str | None) -> bool:
+    """The checkpoint had generated ``sampling.budget_completions`` already (the run is trained)."""
+    import json
+
+    from grae.engines.trl import SAMPLING_STATE_FILE
+
+    budget = cfg.sampling.budget_completions
+    path = Path(checkpoint or "") / SAMPLING_STATE_FILE
+    if budget is None or not checkpoint or not path.exists():
+        return False
+    return json.loads(path.read_text()).get("generated_completions", 0) >= budget
 
 
 def _logger(console):

@@ -1,0 +1,84 @@
+"""Per-row batches of TRL's generation step: pad, concatenate and select rows across rounds.
+
+TRL's ``_generate_and_score_completions`` returns a dict of per-row tensors: prompts left-padded
+(``prompt_ids``, ``prompt_mask`` ``[B, P]``), completions right-padded (``completion_ids``,
+``completion_mask``, per-token log-probs … ``[B, T]``), per-row vectors (``[B]``). Rounds of dynamic
+sampling have different P and T; these helpers put chosen rows of several rounds into one batch
+without changing any row's tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+#: keys padded on the left (TRL left-pads prompts)
+LEFT_PADDED = ("prompt_ids", "prompt_mask")
+#: keys whose padding is the tokenizer's pad token (masks and log-probs pad with 0)
+TOKEN_IDS = ("prompt_ids", "completion_ids")
+#: keys of multimodal batches: their rows are not one per sample (pixel patches, grids)
+MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
+              "token_type_ids", "mm_token_type_ids", "image_position_ids", "num_images", "num_tiles")
+
+
+def per_row_tensors(batch: dict, num_rows: int, skip: tuple[str, ...] = ()) -> dict[str, Tensor]:
+    """The per-row tensors of ``batch`` (first dimension ``num_rows``); anything else is an error
+    naming the key, so a new TRL field is never silently dropped."""
+    rows = {}
+    for key, value in batch.items():
+        if key in skip or value is None:
+            continue
+        if key in MULTIMODAL:
+            raise ValueError(f"{key}: dynamic sampling and prompt selection do not support image inputs yet")
+        if not isinstance(value, Tensor) or value.dim() == 0 or value.size(0) != num_rows:
+            raise ValueError(f"{key}: not a per-row tensor of the generation batch ({type(value).__name__}); "
+                             "GraeTrainer cannot regroup it for dynamic sampling")
+        rows[key] = value
+    return rows
+
+
+def pad_width(tensor: Tensor, width: int, value: float, left: bool) -> Tensor:
+    """``[B, w] → [B, width]`` padded with ``value`` on the left or right (1-D tensors unchanged)."""
+    if tensor.dim() < 2 or tensor.size(1) == width:
+        return tensor
+    pad = tensor.new_full((tensor.size(0), width - tensor.size(1), *tensor.shape[2:]), value)
+    return torch.cat([pad, tensor] if left else [tensor, pad], dim=1)
+
+
+def pad_value(key: str, pad_token_id: int) -> int:
+    return pad_token_id if key in TOKEN_IDS else 0
+
+
+def concat_rows(parts: list[dict[str, Tensor]], pad_token_id: int) -> dict[str, Tensor]:
+    """Row-wise concatenation of batches with the same keys, each padded to the widest."""
+    keys = parts[0].keys()
+    if any(part.keys() != keys for part in parts):
+        raise ValueError(f"generation rounds returned different fields: {[sorted(p) for p in parts]}")
+    out = {}
+    for key in keys:
+        tensors = [part[key] for part in parts]
+        width = max(t.size(1) for t in tensors) if tensors[0].dim() >= 2 else None
+        out[key] = torch.cat([pad_width(t, width, pad_value(key, pad_token_id), key in LEFT_PADDED) if width else t
+                              for t in tensors])
+    return out
+
+
+def take_rows(batch: dict[str, Tensor], rows: Tensor) -> dict[str, Tensor]:
+    return {key: value.index_select(0, rows.to(value.device)) for key, value in batch.items()}
+
+
+def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Drop columns that are padding in every row: prompt columns on the left, completion columns on
+    the right (widths follow ``prompt_mask`` and ``completion_mask``)."""
+    out = dict(batch)
+    prompt_cols = batch["prompt_mask"].bool().any(dim=0).nonzero()
+    start = int(prompt_cols.min()) if prompt_cols.numel() else batch["prompt_mask"].size(1)
+    completion_cols = batch["completion_mask"].bool().any(dim=0).nonzero()
+    end = int(completion_cols.max()) + 1 if completion_cols.numel() else 0
+    completion_width = batch["completion_mask"].size(1)
+    for key, value in batch.items():
+        if key in LEFT_PADDED:
+            out[key] = value[:, start:]
+        elif value.dim() >= 2 and value.size(1) == completion_width:
+            out[key] = value[:, :max(end, 1)]
+    return out
