@@ -245,3 +245,18 @@ def test_grae_train_stops_at_the_completion_budget(tmp_path):
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert json.loads((out / "eval" / "summary.json").read_text())["steps"] == 3  # spent: no further step
+
+
+def test_a_later_round_asks_for_the_shortfall_not_a_full_batch():
+    from types import SimpleNamespace
+
+    def trainer(world):
+        return SimpleNamespace(args=SimpleNamespace(generation_batch_size=128), num_generations=8,
+                               accelerator=SimpleNamespace(num_processes=world))
+
+    size = GraeTrainer._round_size
+    assert size(trainer(1), shortfall=3, kept=13, generated=16) == 4  # ceil(3 / (13/16))
+    assert size(trainer(2), shortfall=3, kept=13, generated=16) == 4  # 4 × 8 rows split evenly over 2
+    assert size(trainer(3), shortfall=3, kept=13, generated=16) == 6  # whole rows on 3 processes: multiples of 3
+    assert size(trainer(1), shortfall=16, kept=0, generated=16) == 16  # nothing kept yet: a full batch
+    assert size(trainer(1), shortfall=15, kept=1, generated=16) == 16  # never more than a full batch

@@ -647,6 +647,10 @@ def test_reward_function_scores_with_the_task_verifier(verl_api, fake_grae_data,
     metric = "grae_all_correct_filter"
     assert np.std([r[metric] for r in right]) == 0.0
     assert np.std([r[metric] for r in wrong]) > 0 and np.std([r[metric] for r in right[:3] + wrong[:1]]) > 0
+    # and the mirror field: only the all-wrong group has zero std
+    metric = "grae_all_wrong_filter"
+    assert np.std([r[metric] for r in wrong]) == 0.0
+    assert np.std([r[metric] for r in right]) > 0 and np.std([r[metric] for r in wrong[:3] + right[:1]]) > 0
 
 
 def test_grae_data_export_command(fake_grae_data, tmp_path):

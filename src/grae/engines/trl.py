@@ -36,6 +36,12 @@ trl#4525 is to override ``_generate_and_score_completions``):
    metrics (``grae/agrae/suppression``, ``grae/avspo/tau``, ...), beside TRL's ``reward``,
    ``entropy`` and ``clip_ratio/*``.
 
+7. ``sampling`` (:class:`grae.sampling.SamplingConfig`): DAPO dynamic sampling and VADE-style prompt
+   selection. The training generation step then runs in rounds — choose prompts, TRL generates and
+   scores them, every process's rows are gathered, informative groups kept — and the estimator sees
+   the assembled batch of kept groups (docs/sampling.md). Logs ``grae/kept_group_frac``,
+   ``grae/gen_batches``, ``grae/filler_groups``, ``grae/selected_p``; the posterior is checkpointed.
+
 Estimator state updates only on training batches; evaluation batches use a throw-away copy.
 
 Settings that would silently change meaning are mapped or refused at construction:
@@ -69,6 +75,7 @@ import contextlib
 import copy
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -336,39 +343,44 @@ class GraeTrainer(GRPOTrainer):
 
         Round by round: choose prompts (VADE, or after the first round a seeded uniform stream),
         let TRL generate and score them, gather the rows of every process, keep the informative
-        groups. Stops when the batch is full of kept groups or after ``max_gen_batches`` rounds; then
-        the batch is topped up with dropped groups of weight 0 (they train nothing). Every decision
-        reads gathered data, so every process takes the same one.
+        groups. The first round is the whole batch (B prompts); a later round asks for the shortfall
+        divided by the fraction kept so far (at most B), so a step that lacks two groups generates a
+        few, not B more. Stops when B groups are kept or after ``max_gen_batches`` rounds; then the
+        batch is topped up with dropped groups of weight 0 (they train nothing). Every decision reads
+        gathered data, so every process takes the same one.
         """
         cfg, group_size = self.sampling, self.num_generations
         n_local, world = len(inputs), self.accelerator.num_processes
         num_groups = n_local * world // group_size
         step = self.state.global_step
         rounds, round_rewards, kept, spare, records = [], [], [], [], []
-        selected_p = []
+        selected_p, used = [], set()
         for round_index in range(cfg.max_gen_batches if cfg.dynamic else 1):
+            ask = num_groups if round_index == 0 else self._round_size(num_groups - len(kept), len(kept), len(records))
             prompts = None
             if self._posterior is not None:
                 rng = np.random.default_rng([self.args.seed, step, round_index])
-                prompts = self._posterior.select(num_groups, step, rng)
+                prompts = self._posterior.select(ask, step, rng, exclude=used)
                 selected_p.extend(self._posterior.mean(prompts, step).tolist())
             elif round_index > 0:
-                prompts = self._prompt_stream.take(num_groups)
+                prompts = self._prompt_stream.take(ask)
+            round_local = ask * group_size // world
             if prompts is not None:
-                inputs = self._local_inputs(prompts, n_local)
+                used.update(prompts)
+                inputs = self._local_inputs(prompts, round_local)
             out = super()._generate_and_score_completions(inputs)
-            rewards = self._gathered_rewards()  # [N_global]
+            rewards = self._gathered_rewards()  # [ask × G], every process's rows
             self.grae_generated_completions += rewards.numel()
-            rows = self._gather_rows(out, n_local)
+            rows = self._gather_rows(out, round_local)
             if self._posterior is not None:
-                grouped = rewards.view(num_groups, group_size)
+                grouped = rewards.view(ask, group_size)
                 scored = ~torch.isnan(grouped)
                 successes = ((grouped >= cfg.success_threshold) & scored).sum(dim=1)
                 self._posterior.update(prompts, successes.numpy(), scored.sum(dim=1).numpy(), step)
             keep = informative_groups(rewards, group_size, cfg.drop, cfg.success_threshold) if cfg.dynamic \
-                else torch.ones(num_groups, dtype=torch.bool)
+                else torch.ones(ask, dtype=torch.bool)
             kinds = group_kinds(rewards, group_size, cfg.success_threshold)
-            for group in range(num_groups):
+            for group in range(ask):
                 (kept if keep[group] else spare).append((round_index, group))
                 records.append({"round": round_index, "group": group, "prompt_index": None if prompts is None else prompts[group],
                                 "kind": GROUP_KINDS[int(kinds[group])],
@@ -383,6 +395,14 @@ class GraeTrainer(GRPOTrainer):
                            "training on those, the other %d have weight 0", step + 1, len(trained), num_groups,
                            len(rounds), len(filler))
         return self._assemble(rounds, round_rewards, trained, filler, records, n_local, selected_p)
+
+    def _round_size(self, shortfall: int, kept: int, generated: int) -> int:
+        """Prompts for the next round: ``shortfall`` over the fraction kept so far (all if none was kept),
+        at most a full batch, rounded up so that every process gets whole rows (TRL's layout)."""
+        full = self.args.generation_batch_size // self.num_generations
+        ask = full if kept == 0 else min(full, math.ceil(shortfall * generated / kept))
+        unit = self.accelerator.num_processes // math.gcd(self.num_generations, self.accelerator.num_processes)
+        return min(full, math.ceil(ask / unit) * unit)
 
     def _assemble(self, rounds, round_rewards, trained, filler, records, n_local, selected_p) -> dict:
         group_size = self.num_generations

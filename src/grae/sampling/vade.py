@@ -61,13 +61,17 @@ class PromptPosterior:
             self.beta[prompt] = beta[0] + (trials[mine] - successes[mine]).sum()
             self.last[prompt] = step
 
-    def select(self, k: int, step: int, rng: np.random.Generator) -> list[int]:
-        """The ``k`` prompts with the largest Thompson-sampled Bernoulli variance at ``step`` (distinct)."""
+    def select(self, k: int, step: int, rng: np.random.Generator, exclude=()) -> list[int]:
+        """The ``k`` prompts with the largest Thompson-sampled Bernoulli variance at ``step`` (distinct),
+        none of ``exclude`` (prompts already generated this step) unless too few others remain."""
         if k > self.alpha.size:
             raise ValueError(f"selection: {k} prompts per batch but the dataset has {self.alpha.size}")
         alpha, beta = self._decayed(np.arange(self.alpha.size), step)
         p = rng.beta(alpha, beta)  # [P]
         score = p * (1.0 - p)
+        excluded = np.fromiter(exclude, dtype=np.int64) if exclude else np.zeros(0, dtype=np.int64)
+        if excluded.size and self.alpha.size - np.unique(excluded).size >= k:
+            score[excluded] = -1.0
         chosen = np.argpartition(-score, k - 1)[:k] if k < score.size else np.arange(score.size)
         return [int(i) for i in chosen[np.argsort(-score[chosen], kind="stable")]]
 

@@ -42,16 +42,28 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     return float(verify_math(solution_str, str(ground_truth)))
 
 
-def compute_score_ngrpo(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
-                        **kwargs: Any) -> dict[str, float]:
-    """:func:`compute_score` plus the field ``grae_all_correct_filter`` for NGRPO's group filter.
+def compute_score_with_filters(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
+                               **kwargs: Any) -> dict[str, float]:
+    """:func:`compute_score` plus two fields for verl's ``algorithm.filter_groups`` (dynamic sampling).
 
-    NGRPO drops only *all-correct* groups (its virtual r_max already gives all-wrong groups a
-    signal). verl's ``algorithm.filter_groups`` drops every group whose metric has zero std, i.e.
-    all-correct *and* all-wrong. With ``algorithm.filter_groups.metric=grae_all_correct_filter`` the
-    metric is 1.0 for a correct response and a fresh random number in [−1, 0) for a wrong one, so
-    only all-correct groups have zero std (a tie between two random floats has probability ~0).
+    verl drops every group whose ``filter_groups.metric`` has zero std: with ``metric=reward`` (or
+    ``acc``) that is all-correct *and* all-wrong groups, DAPO's rule. To drop one kind only (grae's
+    ``sampling.drop`` on TRL), filter on a field whose std is zero only in that kind of group:
+
+    * ``grae_all_correct_filter``: 1.0 for a correct response, a fresh random number in [−1, 0) for a
+      wrong one — only all-correct groups are dropped (NGRPO's filter; all-wrong groups carry NSR's,
+      W-REINFORCE's and NGRPO's signal);
+    * ``grae_all_wrong_filter``: 0.0 for a wrong response, a fresh random number in (0, 1] for a
+      correct one — only all-wrong groups are dropped.
+
+    A tie between two random floats has probability ~0.
     """
     score = compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
-    marker = 1.0 if score > CORRECT else -random.random() - 1e-12
-    return {"score": score, "acc": float(score > CORRECT), "grae_all_correct_filter": marker}
+    correct = score > CORRECT
+    return {"score": score, "acc": float(correct),
+            "grae_all_correct_filter": 1.0 if correct else -random.random() - 1e-12,
+            "grae_all_wrong_filter": 1.0 - random.random() if correct else 0.0}
+
+
+#: NGRPO's recipe name for :func:`compute_score_with_filters` (filter on ``grae_all_correct_filter``)
+compute_score_ngrpo = compute_score_with_filters
