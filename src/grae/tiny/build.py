@@ -7,7 +7,6 @@ build with 2 threads differ in the last bits and then drift).  See ``docs/tiny.m
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -16,7 +15,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -156,7 +155,7 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
             ids[j, : len(s)] = torch.tensor(s)
             att[j, : len(s)] = 1
             lab[j, len(p): len(s)] = torch.tensor(c)  # loss on completion (answer + eos) only
-        yield ids, att, lab
+        yield {"input_ids": ids, "attention_mask": att, "labels": lab}
 
 
 def excluded_questions(task: TinyTask) -> set[str]:
@@ -172,16 +171,18 @@ def excluded_questions(task: TinyTask) -> set[str]:
 
 
 def sft(model, tokenizer, recipe: TinyRecipe, *, stage: int = 1, log_every: int = 100, log=print,
-        eval_every: int = 0, eval_fn=None) -> list[dict[str, Any]]:
+        eval_every: int = 0, eval_fn=None, batches=None) -> list[dict[str, Any]]:
     """Plain PyTorch SFT loop, completion-only loss.
 
     Stage 1: AdamW, linear warm-up, cosine decay to ``min_lr_ratio``, clean targets.
     Stage 2 (calibration): fresh AdamW, warm-up then cosine from ``calib_lr``, ``label_noise`` guesses.
+    ``batches``: an iterator of model keyword batches (with ``labels``); default: the recipe's text task.
     """
     steps = recipe.sft_steps if stage == 1 else recipe.calib_steps
     noise = 0.0 if stage == 1 else recipe.label_noise
-    task = TinyTask(recipe.task, dict(recipe.task_kwargs))
-    held_q = excluded_questions(task)
+    if batches is None:
+        task = TinyTask(recipe.task, dict(recipe.task_kwargs))
+        batches = _sft_batches(recipe, tokenizer, task, excluded_questions(task), stage=stage, noise=noise)
     torch.manual_seed(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr if stage == 1 else recipe.calib_lr,
                             weight_decay=recipe.weight_decay, betas=(0.9, 0.95))
@@ -200,8 +201,8 @@ def sft(model, tokenizer, recipe: TinyRecipe, *, stage: int = 1, log_every: int 
     history: list[dict[str, Any]] = []
     t0 = time.time()
     run = 0.0
-    for step, (ids, att, lab) in enumerate(_sft_batches(recipe, tokenizer, task, held_q, stage=stage, noise=noise), start=1):
-        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+    for step, batch in enumerate(batches, start=1):
+        loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -285,32 +286,3 @@ def build_tiny(
     info["build_seconds"] = round(time.time() - t_start, 1)
     (out / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> Path:
-    """``grae tiny build`` entry point: ``main(["--output-dir", DIR, "--seed", "0", ...])``."""
-    p = argparse.ArgumentParser(prog="grae tiny build", description=build_tiny.__doc__)
-    p.add_argument("--output-dir", "-o", required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sft-steps", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (determinism holds per thread count)")
-    p.add_argument("--no-eval", action="store_true")
-    p.add_argument("--eval-problems", type=int, default=200)
-    p.add_argument("--eval-samples", type=int, default=64)
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
-                   help="override a TinyRecipe field, e.g. --set label_noise=0.5 --set hidden_size=128")
-    a = p.parse_args(argv)
-    overrides = {}
-    for kv in a.set:
-        k, v = kv.split("=", 1)
-        try:
-            overrides[k] = json.loads(v)
-        except json.JSONDecodeError:
-            overrides[k] = v
-    return build_tiny(a.output_dir, seed=a.seed, sft_steps=a.sft_steps, evaluate=not a.no_eval,
-                      eval_problems=a.eval_problems, eval_samples=a.eval_samples,
-                      num_threads=a.threads, **overrides)
-
-
-if __name__ == "__main__":
-    main()

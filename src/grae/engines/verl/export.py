@@ -7,6 +7,8 @@ verl 0.9.1's ``RLHFDataset`` reads one row per prompt::
     ability       str                    free-form tag ("math", "reasoning")
     reward_model  {style: "rule", ground_truth: str}
     extra_info    {split, index, question_id, task, task_params, question, grae_example}
+    images        [{bytes: PNG}]         visual tasks only: verl's multimodal schema (``data.image_key=images``;
+                                         each ``<image>`` in a message's content is one image, in order)
 
 and its reward manager calls ``compute_score(data_source, solution_str, ground_truth, extra_info)``
 per response. :mod:`grae.engines.verl.reward` is that function, scoring with the task's own verifier
@@ -26,7 +28,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from grae.io import atomic_path
+
 SPLITS = ("train", "heldout")
+#: verl's image placeholder in a message's content string
+IMAGE_PLACEHOLDER = "<image>"
 REWARD_OVERRIDES = (
     "reward.custom_reward_function.path=pkg://grae.engines.verl.reward",
     "reward.custom_reward_function.name=compute_score",
@@ -34,12 +40,28 @@ REWARD_OVERRIDES = (
 
 
 def chat_messages(prompt: Any) -> list[dict[str, str]]:
-    """A grae example's ``prompt`` (a string, or already a list of chat messages) as chat messages."""
+    """A grae example's ``prompt`` (a string, or already a list of chat messages) as chat messages.
+    Content given as parts (``[{"type": "image"}, {"type": "text", "text": …}]``) becomes verl's string
+    form, an ``<image>`` placeholder per image."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
     if isinstance(prompt, (list, tuple)) and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
-        return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+        return [{"role": str(m["role"]), "content": _content_text(m["content"])} for m in prompt]
     raise ValueError(f"prompt: expected a string or a list of {{role, content}} messages, got {type(prompt).__name__}")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, (list, tuple)):
+        return "".join(IMAGE_PLACEHOLDER if part.get("type") == "image" else str(part.get("text", "")) for part in content)
+    return str(content)
+
+
+def _png(image) -> dict[str, bytes]:
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return {"bytes": buffer.getvalue()}
 
 
 def verl_row(example: dict, index: int, *, task_name: str, task_params: dict, split: str, ability: str) -> dict:
@@ -47,7 +69,9 @@ def verl_row(example: dict, index: int, *, task_name: str, task_params: dict, sp
     missing = [k for k in ("question_id", "prompt", "answer") if k not in example]
     if missing:
         raise ValueError(f"example {index}: missing {', '.join(missing)} (grae.data examples carry question_id, question, prompt, answer, task)")
-    return {
+    image = example.get("image")
+    stored = {k: v for k, v in example.items() if k != "image"}  # the image travels in the images column
+    row = {
         "data_source": f"grae/{task_name}",
         "prompt": chat_messages(example["prompt"]),
         "ability": ability,
@@ -59,9 +83,12 @@ def verl_row(example: dict, index: int, *, task_name: str, task_params: dict, sp
             "task": task_name,
             "task_params": json.dumps(task_params, sort_keys=True),
             "question": str(example.get("question", "")),
-            "grae_example": json.dumps(example, sort_keys=True, default=str),
+            "grae_example": json.dumps(stored, sort_keys=True, default=str),
         },
     }
+    if image is not None:
+        row["images"] = [_png(image)]
+    return row
 
 
 def verl_rows(examples: Iterable[dict], *, task_name: str, task_params: dict | None = None, split: str = "train",
@@ -79,10 +106,8 @@ def write_parquet(rows: list[dict], out: str | os.PathLike) -> Path:
     if not rows:
         raise ValueError("no examples to export")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
     return out
 
 

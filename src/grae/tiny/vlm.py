@@ -1,0 +1,181 @@
+"""Build the embedded tiny vision-language model: the tiny LM + a tiny ViT, as a LLaVA.
+
+Architecture: transformers' ``LlavaForConditionalGeneration`` — a CLIP vision tower (``image_size``
+pixels in ``patch_size`` patches, ``vision_layers`` layers of width ``vision_hidden``), LLaVA's
+two-layer projector, and the embedded tiny Llama (``grae.tiny``) as the language model, its tokenizer
+extended by one ``<image>`` token. It loads with ``AutoModelForImageTextToText`` / ``AutoProcessor``
+(``LlavaProcessor``), the pair TRL's ``GRPOTrainer`` takes for vision-language models.
+
+Recipe, as for the LM (``docs/tiny.md``): stage 1 supervised warm-up on the visual tasks' training
+splits (``grae.data.visual``: ``count_shapes``, ``bar_value``), stage 2 "calibration" with
+``label_noise`` guesses (``~`` + a wrong number) so that the base model's pass@1 is well below its
+pass@k — room for RL. Deterministic for a seed and a torch thread count.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .build import TinyRecipe, _noisy_answer, sft
+
+IMAGE_TOKEN = "<image>"
+#: the chat template of the tiny models, with image placeholders in list-of-parts messages
+VLM_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
+    "{% else %}{% for part in m['content'] %}{% if part['type'] == 'image' %}<image>{% elif part['type'] == 'text' %}"
+    "{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+#: the visual task the preset trains and evaluates on by default (``grae train --model tiny-vlm``)
+DEFAULT_VLM_TASK = "count_shapes"
+
+
+@dataclass
+class TinyVLMRecipe(TinyRecipe):
+    """Everything that determines the built VLM. The LM fields of :class:`TinyRecipe` are unused (the
+    language model is the embedded tiny LM); the SFT and calibration fields keep their meaning."""
+
+    image_size: int = 32
+    #: 16-pixel patches: 4 patches + the class token = 5 image tokens per prompt (cheap on a CPU)
+    patch_size: int = 16
+    vision_hidden: int = 96
+    vision_intermediate: int = 192
+    vision_layers: int = 2
+    vision_heads: int = 4
+    #: the SFT mix: visual task name -> its parameters (equal shares)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=lambda: {"count_shapes": {}, "bar_value": {}})
+    #: a short warm-up leaves an under-trained base: pass@1 well below pass@k, room for RL
+    sft_steps: int = 600
+    batch_size: int = 32
+    calib_steps: int = 0
+    label_noise: float = 0.5
+    guess_deltas: tuple[int, ...] = (-3, -2, -1, 1, 2, 3)
+
+
+def make_processor(tokenizer, recipe: TinyVLMRecipe):
+    from transformers import CLIPImageProcessor, LlavaProcessor
+
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", IMAGE_TOKEN]})
+    images = CLIPImageProcessor(size={"shortest_edge": recipe.image_size},
+                                crop_size={"height": recipe.image_size, "width": recipe.image_size})
+    return LlavaProcessor(image_processor=images, tokenizer=tokenizer, patch_size=recipe.patch_size,
+                          vision_feature_select_strategy="full", num_additional_image_tokens=1,
+                          chat_template=VLM_CHAT_TEMPLATE)
+
+
+def make_vlm(recipe: TinyVLMRecipe, processor, language_model):
+    """A LLaVA whose language model starts as ``language_model`` (the tiny LM, embeddings grown by one)."""
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    tokenizer = processor.tokenizer
+    language_model.resize_token_embeddings(len(tokenizer))
+    vision = CLIPVisionConfig(hidden_size=recipe.vision_hidden, intermediate_size=recipe.vision_intermediate,
+                              num_hidden_layers=recipe.vision_layers, num_attention_heads=recipe.vision_heads,
+                              image_size=recipe.image_size, patch_size=recipe.patch_size,
+                              projection_dim=recipe.vision_hidden)
+    config = LlavaConfig(vision_config=vision, text_config=language_model.config,
+                         image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+                         vision_feature_select_strategy="full", vision_feature_layer=-1, projector_hidden_act="gelu")
+    torch.manual_seed(recipe.seed)
+    model = LlavaForConditionalGeneration(config)
+    model.model.language_model.load_state_dict(language_model.model.state_dict())
+    model.lm_head.load_state_dict(language_model.lm_head.state_dict())
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    return model
+
+
+def _vlm_batches(recipe: TinyVLMRecipe, processor, *, stage: int, noise: float):
+    """Batches of (chat prompt with image → answer + EOS), loss on the answer; tasks in turn."""
+    from grae.data import get_task
+
+    rng = random.Random(recipe.seed * 1_000_003 + 29 + stage)
+    def endless(task, seed):  # a task with few distinct scenes (bar_value) is repeated, reshuffled, epoch by epoch
+        for epoch in itertools.count():
+            yield from task.iter_train(seed=seed + 1000 * epoch)
+
+    streams = [endless(get_task(name, image_size=recipe.image_size, **params), recipe.seed + 100 * stage)
+               for name, params in sorted(recipe.tasks.items())]
+    tokenizer = processor.tokenizer
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    turn = 0
+    while True:
+        items = []
+        for _ in range(recipe.batch_size):
+            example = next(streams[turn % len(streams)])
+            turn += 1
+            text = processor.apply_chat_template(example["prompt"], add_generation_prompt=True)
+            encoded = processor(text=[text], images=[example["image"]], return_tensors="pt")
+            answer = tokenizer(_noisy_answer(example["answer"], recipe, rng, noise), add_special_tokens=False)["input_ids"]
+            items.append((encoded["input_ids"][0].tolist(), answer + [eos], encoded["pixel_values"][0]))
+        width = max(len(p) + len(c) for p, c, _ in items)
+        ids = torch.full((len(items), width), pad)
+        labels = torch.full((len(items), width), -100)
+        mask = torch.zeros((len(items), width), dtype=torch.long)
+        for row, (prompt, completion, _) in enumerate(items):
+            sequence = prompt + completion
+            ids[row, :len(sequence)] = torch.tensor(sequence)
+            mask[row, :len(sequence)] = 1
+            labels[row, len(prompt):len(sequence)] = torch.tensor(completion)
+        yield {"input_ids": ids, "attention_mask": mask, "labels": labels,
+               "pixel_values": torch.stack([pixels for _, _, pixels in items])}
+
+
+def build_tiny_vlm(output_dir: str | Path, *, seed: int = 0, evaluate: bool = True, eval_problems: int = 200,
+                   eval_samples: int = 64, num_threads: int | None = None, log=print, **overrides: Any) -> Path:
+    """Build the tiny VLM into ``output_dir`` (``overrides``: :class:`TinyVLMRecipe` fields); with
+    ``evaluate``, the base model's held-out pass@k on each visual task goes into ``build_info.json``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.tiny import tiny_model_path
+
+    t_start = time.time()
+    if num_threads:
+        torch.set_num_threads(num_threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    recipe = TinyVLMRecipe(seed=seed, **overrides)
+    random.seed(seed)
+    torch.manual_seed(seed)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = tiny_model_path()
+    processor = make_processor(AutoTokenizer.from_pretrained(base), recipe)
+    model = make_vlm(recipe, processor, AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32))
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"tiny VLM: {n_params / 1e6:.2f}M params, vocab {len(processor.tokenizer)}")
+    history = sft(model, processor.tokenizer, recipe, stage=1, log=log,
+                  batches=_vlm_batches(recipe, processor, stage=1, noise=0.0))
+    if recipe.calib_steps > 0:
+        history += sft(model, processor.tokenizer, recipe, stage=2, log=log,
+                       batches=_vlm_batches(recipe, processor, stage=2, noise=recipe.label_noise))
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    info: dict[str, Any] = dict(recipe=asdict(recipe), n_params=n_params, sft_history=history,
+                                torch_threads=torch.get_num_threads(), torch_version=torch.__version__)
+    if evaluate:
+        info["base_eval"] = {name: base_passk(model, processor, name, params, eval_problems, eval_samples, recipe)
+                             for name, params in sorted(recipe.tasks.items())}
+        log(json.dumps(info["base_eval"]))
+    info["build_seconds"] = round(time.time() - t_start, 1)
+    (out / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
+    return out
+
+
+def base_passk(model, processor, task_name: str, params: dict, problems: int, samples: int,
+               recipe: TinyVLMRecipe) -> dict[str, float]:
+    """Held-out pass@k of ``model`` on a visual task (``grae.eval.evaluate``; T = 1, 4 new tokens)."""
+    from grae.data import get_task
+    from grae.eval import evaluate
+
+    task = get_task(task_name, image_size=recipe.image_size, **params)
+    result = evaluate(model, processor, task.heldout(problems), task, n=samples, temperature=1.0, top_p=1.0,
+                      max_tokens=4, batch_size=256, seed=recipe.seed)
+    return {f"pass@{k}": round(v, 4) for k, v in result.curve.items()}
