@@ -23,7 +23,7 @@ def _root() -> None:
 
 
 #: command module -> how it is mounted. A module exposes ``register(app)``.
-COMMAND_MODULES = ["grae.cli.estimators_cmd", "grae.cli.train_cmd", "grae.cli.eval_cmd", "grae.cli.tiny_cmd", "grae.cli.data_cmd", "grae.cli.compare_cmd"]
+COMMAND_MODULES = ["grae.cli.estimators_cmd", "grae.cli.train_cmd", "grae.cli.eval_cmd", "grae.cli.tiny_cmd", "grae.cli.data_cmd", "grae.cli.compare_cmd", "grae.cli.sim_cmd"]
 
 
 def _mount() -> None:
