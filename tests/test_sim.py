@@ -63,6 +63,18 @@ def test_grpo_total_update_is_theorem_2(correct_count):
     assert total == pytest.approx(grpo_abs_advantage_sum(correct_count / 8, 8, unbiased=True), rel=1e-4)
 
 
+@pytest.mark.parametrize("correct_count", [1, 4, 7])
+def test_dgpo_total_update_is_the_group_size(correct_count):
+    """Theorem 2's other half: DGPO's Σ|A| is G for every non-collapsed group (without question weighting)."""
+    policy = one_prompt_policy(trajectories=10, correct=3)
+    right = policy.correct[0].nonzero().flatten()
+    wrong = (~policy.correct[0]).nonzero().flatten()
+    sampled = torch.cat([right[torch.arange(correct_count) % right.numel()],
+                         wrong[torch.arange(8 - correct_count) % wrong.numel()]]).unsqueeze(0)
+    _, _, out = step_delta(policy, "dgpo", sampled, question_weighting=False)
+    assert float(out["result"].advantages.abs().sum()) == pytest.approx(8.0, rel=1e-4)
+
+
 def test_one_step_by_hand():
     """M = 3 equally likely trajectories, trajectory 0 correct; G = 4 samples b = (0, 1, 1, 2), Dr.GRPO, η = 1.
 
@@ -128,7 +140,8 @@ def test_grae_sim_prints_a_pass_at_k_table():
     _mount()
     result = CliRunner().invoke(app, ["sim", "-e", "grpo", "-e", "agrae:alpha=0.5", "--steps", "20", "--prompts", "64"])
     assert result.exit_code == 0, result.output
-    assert "pass@256" in result.output and "agrae:alpha=0.5" in result.output and "base" in result.output
+    assert "@256" in result.output and "@2 " in result.output and "agrae:alpha=0.5" in result.output
+    assert "change vs base" in result.output and "base" in result.output
     bad = CliRunner().invoke(app, ["sim", "-e", "agrae:alpha", "--steps", "2"])
     assert bad.exit_code == 2 and "--estimators" in bad.output
     bad = CliRunner().invoke(app, ["sim", "--difficulty", "gauss:1", "--steps", "2"])

@@ -34,27 +34,34 @@ DIFFICULTY_BINS = (0.0, 0.1, 0.3, 0.6, 1.0)
 class SimConfig:
     """One simulated training run. Every field explains itself; defaults run in a few seconds."""
 
-    #: registry name (``grae estimators``) and its keyword parameters
+    #: registry name (``grae estimators``) and its keyword parameters. Default GRPO.
     estimator: str = "grpo"
     estimator_params: dict = field(default_factory=dict)
-    #: P prompts, M trajectories per prompt, K of them correct, G samples per prompt per step
+    #: P, the number of prompts (default 512, the bench's size)
     prompts: int = 512
+    #: M, whole trajectories per prompt (default 64); K of them are correct (default 4, drawn per prompt)
     trajectories: int = 64
     correct: int = 4
+    #: G, samples per prompt per step (default 8, the papers' rollout.n)
     group_size: int = 8
-    #: distribution of the base success probability p₀ (:class:`~grae.sim.model.Difficulty`)
+    #: distribution of the base success probability p₀ (:class:`~grae.sim.model.Difficulty`; default
+    #: beta:1,3, mean 0.25, about the CPU testbed's base pass@1)
     difficulty: str = "beta:1,3"
-    #: σ of the log-normal weights inside the correct and wrong sets (0: uniform inside each set)
+    #: σ of the log-normal weights inside the correct and wrong sets (default 1; 0: uniform inside each set)
     spread: float = 1.0
-    #: ``tabular`` (independent prompts) or ``lowrank`` (shared strategy factors V, rank r)
+    #: ``tabular`` (independent prompts: the theorems' setting) or ``lowrank`` (shared strategy factors V, rank r)
     parameterisation: str = "tabular"
     rank: int = 8
     steps: int = 300
-    #: ``sgd`` (η = lr; Theorem 1's step on tabular logits) or ``adam``
+    #: ``sgd`` (η = lr; with ``loss_agg="sum"`` exactly Theorem 1's step on tabular logits) or ``adam``
     optimizer: str = "sgd"
     lr: float = 0.1
+    #: ``sum`` over samples (Theorem 1's objective; a shared factor's step then grows with P) or ``mean``
+    #: (grae.loss's token-mean: the step of a shared factor does not depend on P)
+    loss_agg: str = "sum"
     #: exact pass@k and diagnostics every this many steps (and at the end)
     eval_every: int = 50
+    #: the base policy (prompts, difficulties, correct sets) and the samples
     seed: int = 0
 
     def check(self) -> None:
@@ -63,6 +70,7 @@ class SimConfig:
                  ("group_size", self.group_size >= 2, ">= 2"), ("steps", self.steps >= 0, ">= 0"),
                  ("lr", self.lr > 0, "> 0"), ("rank", self.rank >= 1, ">= 1"), ("eval_every", self.eval_every >= 1, ">= 1"),
                  ("optimizer", self.optimizer in ("sgd", "adam"), "sgd or adam"),
+                 ("loss_agg", self.loss_agg in ("sum", "mean"), "sum or mean"),
                  ("parameterisation", self.parameterisation in ("tabular", "lowrank"), "tabular or lowrank"),
                  ("spread", self.spread >= 0, ">= 0")]
         for name, ok, rule in rules:
@@ -93,7 +101,8 @@ def build_policy(cfg: SimConfig) -> SimPolicy:
 
 
 def simulate_step(policy: SimPolicy, estimator, optimizer: torch.optim.Optimizer, group_size: int,
-                  generator: torch.Generator | None = None, sampled: torch.Tensor | None = None) -> dict[str, Any]:
+                  generator: torch.Generator | None = None, sampled: torch.Tensor | None = None,
+                  loss_agg: str = "sum") -> dict[str, Any]:
     """One training step (module docstring); returns the sample, rewards and the estimator's result.
     ``sampled`` (``[P, G]`` trajectory indices) replaces the draw: a step computed by hand."""
     prompts = policy.correct.size(0)
@@ -105,7 +114,8 @@ def simulate_step(policy: SimPolicy, estimator, optimizer: torch.optim.Optimizer
     result = estimator(rewards, group_ids)
     logp = log_probs.gather(1, sampled).reshape(-1, 1)  # [P·G, 1]: one-token completions
     loss, _ = policy_loss(logp, logp.detach(), result.advantages.float(), torch.ones_like(logp),
-                          weights=result.weights.float(), agg="token-mean", denominator=1.0)  # Σ_i, Theorem 1
+                          weights=result.weights.float(), agg="token-mean",
+                          denominator=1.0 if loss_agg == "sum" else None)  # "sum": Σ_i, Theorem 1
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -125,7 +135,7 @@ def run_sim(cfg: SimConfig, *, ks: list[int] | None = None) -> SimResult:
     history = [_evaluate(policy, 0, ks, bins, None)]
     started = time.perf_counter()
     for step in range(1, cfg.steps + 1):
-        out = simulate_step(policy, estimator, optimizer, cfg.group_size, generator)
+        out = simulate_step(policy, estimator, optimizer, cfg.group_size, generator, loss_agg=cfg.loss_agg)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             history.append(_evaluate(policy, step, ks, bins, out))
     seconds = time.perf_counter() - started
