@@ -1,30 +1,41 @@
 # Every target builds its own virtualenv: `make train` and `make test` work on a fresh machine.
+# `make train` installs what the main job needs (the `train` extra); `make test` adds the test tools and
+# verl (`dev`, `verl`: ray, verl's own dependencies), which the main job never imports.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-STAMP := $(VENV)/.grae-installed
-EXTRAS ?= train,dev,verl
+TRAIN_STAMP := $(VENV)/.grae-train
+TEST_STAMP := $(VENV)/.grae-test
 
-.PHONY: venv test test-core train bench clean
+.PHONY: venv test lint train bench clean
 
-$(STAMP): pyproject.toml
+$(TRAIN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	# torch first, from the local CPU wheel, so nothing later can pull a CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[$(EXTRAS)]"
-	touch $(STAMP)
+	$(PIP) install -q -e ".[train]"
+	touch $(TRAIN_STAMP)
 
-venv: $(STAMP)
+$(TEST_STAMP): $(TRAIN_STAMP)
+	$(PIP) install -q -e ".[train,dev,verl]"
+	touch $(TEST_STAMP)
+
+venv: $(TEST_STAMP)
 
 ## The main job: `grae train` with no arguments (embedded default, report in runs/default).
-train: $(STAMP)
+train: $(TRAIN_STAMP)
 	$(VENV)/bin/grae train
 
 ## The test suite (what CI runs).
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+## Lint (ruff, config in pyproject.toml) and type-check the core (mypy: advantage, loss, metrics, groups).
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/mypy
+
+bench: $(TRAIN_STAMP)
 	$(PY) bench/bench_advantage.py
 
 clean:

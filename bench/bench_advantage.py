@@ -13,12 +13,12 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import reference_estimators as ref  # noqa: E402
-
 from grae.advantage import get_estimator, names  # noqa: E402
 
 LOOPS = {
@@ -101,10 +101,10 @@ def main() -> None:
         rewards, group_ids = make_batch(n_groups, args.group_size)
         index = group_ids.numpy()
         omega = float(rewards.mean())
-        for name, loop in [("grpo", lambda: seeds_verl_grpo(rewards, index)),
-                           ("agrae", lambda: seeds_verl_grpo(rewards, index, agrae_omega=omega))]:
+        for name, loop in [("grpo", partial(seeds_verl_grpo, rewards, index)),
+                           ("agrae", partial(seeds_verl_grpo, rewards, index, agrae_omega=omega))]:
             est = get_estimator(name)
-            fast = best_of(lambda: est(rewards, group_ids), args.repeats)
+            fast = best_of(partial(est, rewards, group_ids), args.repeats)
             slow = best_of(loop, 1)
             print(f"| {name} | {len(rewards):,} | {fast * 1e3:.2f} | {slow * 1e3:.0f} | {slow / fast:.0f}× |", flush=True)
 
@@ -117,9 +117,9 @@ def main() -> None:
         r_list, g_list = rewards.tolist(), group_ids.tolist()
         for name in names():
             est = get_estimator(name)
-            fast = best_of(lambda: est(rewards, group_ids), args.repeats)
+            fast = best_of(partial(est, rewards, group_ids), args.repeats)
             if name in LOOPS:
-                slow = best_of(lambda: LOOPS[name](r_list, g_list), args.repeats)
+                slow = best_of(partial(LOOPS[name], r_list, g_list), args.repeats)
                 print(f"| {name} | {n:,} | {fast * 1e3:.2f} | {slow * 1e3:.1f} | {slow / fast:.0f}× |", flush=True)
             else:
                 print(f"| {name} | {n:,} | {fast * 1e3:.2f} | – | – |", flush=True)

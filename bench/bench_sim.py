@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"| estimator | tabular steps/s | lowrank (r = 8, Adam) steps/s |\n|---|---|---|")
+    print("| estimator | tabular steps/s | lowrank (r = 8, Adam) steps/s |\n|---|---|---|")
     for name, params in ESTIMATORS:
         label = name + "".join(f" {k}={v}" for k, v in params.items())
         rates = []

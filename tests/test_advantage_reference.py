@@ -110,7 +110,8 @@ def test_agrae_matches_reference(batch):
     r, g = batch
     for alpha in (1.0, 0.5, 0.25):
         assert close(get_estimator("agrae", alpha=alpha)(r, g).advantages, ref.agrae(r.tolist(), g.tolist(), alpha=alpha))
-    assert close(get_estimator("agrae", sample_level=False)(r, g).advantages, ref.agrae(r.tolist(), g.tolist(), sample_level=False))
+    assert close(get_estimator("agrae", sample_level=False)(r, g).advantages,
+                 ref.agrae(r.tolist(), g.tolist(), sample_level=False))
     assert close(get_estimator("agrae", group_level=False)(r, g).advantages, ref.agrae(r.tolist(), g.tolist(), group_level=False))
     assert close(get_estimator("agrae", scale="none")(r, g).advantages, ref.agrae(r.tolist(), g.tolist(), scale=False))
 

@@ -63,7 +63,8 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
     other.update(output_dir=str(tmp_path / "other"), jobs_dir=str(out / "jobs"), methods={"grpo": {"estimator": "grpo"}})
     other_path = tmp_path / "other.yaml"
     other_path.write_text(yaml.safe_dump(other))
-    third = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(other_path)], capture_output=True, text=True, timeout=600)
+    third = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(other_path)], capture_output=True, text=True,
+                           timeout=600)
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert "2 of 2 jobs already finished; running 0" in third.stdout
     assert "not recorded (no invocation ran a job)" in (tmp_path / "other" / "report.md").read_text()

@@ -36,7 +36,7 @@ import torch
 pytest.importorskip("trl", reason="the TRL engine is the `train` extra; `make test` installs it")
 
 from grae.advantage import get_estimator, names  # noqa: E402
-from mp_worker import G, MODES  # noqa: E402
+from mp_worker import MODES, G  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 WORKER = Path(__file__).with_name("mp_worker.py")
@@ -138,7 +138,8 @@ def check_disagreeing_ranks(ranks: list[dict], run: str, name: str, mode: str) -
     n_local = len(seen[0]["local_advantages"])
     assert rewards.numel() == 2 * n_local
     if mode != "all_correct_vs_mixed":
-        assert rewards[n_local:].isnan().any() and not rewards[:n_local].isnan().any(), f"{about}: rank 1 alone has missing rewards"
+        assert rewards[n_local:].isnan().any() and not rewards[:n_local].isnan().any(), \
+            f"{about}: rank 1 alone has missing rewards"
     reference = get_estimator(name)
     reference.load_state_dict(seen[0]["state_before"])
     expected = reference(rewards, torch.arange(rewards.numel()) // G)
@@ -169,7 +170,8 @@ def test_total_reward_failure_stops_every_rank(disagreeing):
 # -- 1 process vs 2 processes ----------------------------------------------------------------------
 EQUIVALENCE = {
     "grpo-trl_dapo": dict(estimator="grpo", steps=3),
-    "psr-trl_dapo-accum2-spg2": dict(estimator="psr", steps=3, config=dict(gradient_accumulation_steps=2, steps_per_generation=2)),
+    "psr-trl_dapo-accum2-spg2": dict(estimator="psr", steps=3,
+                                     config=dict(gradient_accumulation_steps=2, steps_per_generation=2)),
     "agrae-grae_token_mean-kl-accum2-spg2-iter2": dict(
         estimator="agrae", steps=4, trainer=dict(loss_agg_mode="token-mean"),
         config=dict(gradient_accumulation_steps=2, steps_per_generation=2, num_iterations=2, beta=0.04)),

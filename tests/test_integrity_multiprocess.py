@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.engines.trl import COMPLETE_MARKER  # noqa: E402
-from grae.train.callbacks import read_metrics  # noqa: E402
+from grae.train.rundir import read_metrics  # noqa: E402
 from test_integrity_train import identity_of, tree_digest  # noqa: E402
 from test_train_run import SMALL, wait_for_steps  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402

@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.engines.trl import COMPLETE_MARKER, latest_complete_checkpoint  # noqa: E402
-from grae.train.callbacks import read_metrics  # noqa: E402
+from grae.train.rundir import read_metrics  # noqa: E402
 from test_train_run import finish, grae_train  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 

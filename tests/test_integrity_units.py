@@ -153,9 +153,8 @@ def test_paths_print_literally(model_dir, tmp_path):
 def test_an_eval_directory_holds_one_models_results(model_dir, tmp_path):
     """Another model's evaluation of *another task* into the same -o used to pass the per-file check and
     leave summary.json naming the new model over the old model's results."""
-    from test_integrity_train import tree_digest
-
     from grae.train.rundir import claim
+    from test_integrity_train import tree_digest
 
     out, other = tmp_path / "ev", build_random_tiny(str(tmp_path / "other"), seed=1)
 

@@ -314,7 +314,8 @@ def test_procedural_scorer_errors_are_counted():
 
 @pytest.mark.parametrize(
     "length,expected",
-    [(100, 0.0), (16384, 0.0), (16385, -1 / 4096), (18432, -0.5), (20479, -4095 / 4096), (20480, -1.0), (20481, -1.0), (10**6, -1.0)],
+    [(100, 0.0), (16384, 0.0), (16385, -1 / 4096), (18432, -0.5), (20479, -4095 / 4096), (20480, -1.0), (20481, -1.0),
+     (10**6, -1.0)],
 )
 def test_overlong_penalty_reference_values(length, expected):
     # DAPO settings: L_max = 20480, L_cache = 4096 (arXiv:2503.14476, Sec. 3.4 / Eq. 13)

@@ -118,9 +118,8 @@ def test_rows_of_different_widths_keep_their_tokens():
 
 # -- GraeTrainer end to end ---------------------------------------------------------------------
 pytest.importorskip("trl", reason="the TRL engine is the `train` extra; `make test` installs it")
-from test_trl_engine import G, make_trainer  # noqa: E402
-
 from grae.engines.trl import SAMPLING_STATE_FILE, GraeTrainer  # noqa: E402
+from test_trl_engine import G, make_trainer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -260,3 +259,13 @@ def test_a_later_round_asks_for_the_shortfall_not_a_full_batch():
     assert size(trainer(3), shortfall=3, kept=13, generated=16) == 6  # whole rows on 3 processes: multiples of 3
     assert size(trainer(1), shortfall=16, kept=0, generated=16) == 16  # nothing kept yet: a full batch
     assert size(trainer(1), shortfall=15, kept=1, generated=16) == 16  # never more than a full batch
+
+
+def test_the_dynamic_sampling_example_runs(tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "trl" / "dynamic_sampling.py"
+    proc = subprocess.run([sys.executable, str(example), "--max-steps", "1", "--output-dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "kept_group_frac" in proc.stdout and "generated" in proc.stdout

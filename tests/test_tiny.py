@@ -77,10 +77,11 @@ def test_shipped_checkpoint_is_partial_solver():
 
 def test_tiny_build_without_o_never_targets_the_shipped_checkpoint(tmp_path, monkeypatch):
     """Issue 12: ``grae tiny build`` with no ``-o`` writes to the cache, not grae/assets/tiny."""
-    import grae.tiny
-    from grae.cli import app
-    from grae.cli import _mount as mount
     from typer.testing import CliRunner
+
+    import grae.tiny
+    from grae.cli import _mount as mount
+    from grae.cli import app
 
     seen = []
     monkeypatch.setattr(grae.tiny, "main", lambda argv: seen.append(argv))  # record, do not build

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
-from grae.train.config import CONFIG_DIR, ConfigError, load_config  # noqa: E402
 from grae.cli.train_cmd import parse_overrides  # noqa: E402
+from grae.train.config import CONFIG_DIR, ConfigError, load_config  # noqa: E402
 
 RECIPES = sorted(CONFIG_DIR.glob("*.yaml"))
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
-from grae.train.callbacks import read_metrics  # noqa: E402
+from grae.train.rundir import read_metrics  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 SMALL = ["--task.train_size", "200", "--trl.per_device_train_batch_size", "16", "--trl.num_generations", "4",
@@ -49,8 +49,8 @@ def test_run_directory_and_report(model_dir, tmp_path):
     log = finish(grae_train(model_dir, out, "--max-steps", "3", "--save_steps", "2", "--estimator", "ngrpo"))
     assert "pass@1" in log and "change" in log  # the final summary table
     for name in ["config.yaml", "metrics.jsonl", "report.md", "training.png", "passk.png", "eval/before.jsonl",
-                 "eval/after.jsonl", "eval/summary.json", "final/config.json", "checkpoints/checkpoint-2/grae_checkpoint_complete",
-                 "checkpoints/checkpoint-3/grae_estimator_state.json"]:
+                 "eval/after.jsonl", "eval/summary.json", "final/config.json",
+                 "checkpoints/checkpoint-2/grae_checkpoint_complete", "checkpoints/checkpoint-3/grae_estimator_state.json"]:
         assert (out / name).exists(), name
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -110,3 +110,23 @@ def test_config_errors_fail_before_loading_a_model(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "unknown estimator 'agrea'" in proc.stdout and "agrae" in proc.stdout
+
+
+def test_lora_run_without_held_out_evaluation(tmp_path):
+    """``--peft.r 4 --eval.enabled false``: a LoRA adapter in final/, no empty pass@k table, and a report
+    that does not claim held-out samples it never drew."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "lora"
+    proc = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--max-steps", "1", "--eval.enabled", "false",
+                           "--peft.r", "4", "--trl.per_device_train_batch_size", "16", "--output-dir", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "held-out evaluation off" in proc.stdout and "pass@" not in proc.stdout
+    assert (out / "final" / "adapter_config.json").exists()
+    report = (out / "report.md").read_text()
+    assert "not evaluated" in report and "200 problems" not in report
+    bad = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--peft.rr", "4", "--output-dir", str(tmp_path / "x")],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "peft:" in bad.stdout + bad.stderr

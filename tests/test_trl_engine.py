@@ -88,7 +88,8 @@ def test_every_estimator_trains_and_the_loss_sees_registry_advantages(model_dir,
     logged = {k for entry in trainer.state.log_history for k in entry}
     for key in ["grae/omega", "grae/acr", "grae/adv_pos_mass", "grae/adv_neg_mass", "grae/frac_all_correct", "entropy", "reward"]:
         assert key in logged, key
-    assert list(trainer._logs["advantages"])[-PROMPTS * G:] == pytest.approx(trainer.generations[-1]["advantages"].tolist(), abs=1e-6)
+    assert list(trainer._logs["advantages"])[-PROMPTS * G:] == pytest.approx(trainer.generations[-1]["advantages"].tolist(),
+                                                                             abs=1e-6)
 
 
 def test_dropped_samples_leave_the_token_normaliser(model_dir, tmp_path):
@@ -187,7 +188,8 @@ def test_scale_rewards_is_the_estimators_scale(model_dir, tmp_path):
     gen = trainer.generations[0]
     centred = gen["rewards"] - gen["rewards"].view(-1, G).mean(1).repeat_interleave(G)  # Dr. GRPO: no std
     assert torch.allclose(gen["advantages"], centred.float(), atol=1e-6)
-    assert make_trainer(model_dir, tmp_path / "batch", "agrae", config=dict(scale_rewards="batch")).estimator.params["scale"] == "batch"
+    batch = make_trainer(model_dir, tmp_path / "batch", "agrae", config=dict(scale_rewards="batch"))
+    assert batch.estimator.params["scale"] == "batch"
     # TRL's untouched default defers to an explicit estimator parameter
     assert make_trainer(model_dir, tmp_path / "d", "grpo", estimator_params={"scale": "none"}).estimator.params["scale"] == "none"
 

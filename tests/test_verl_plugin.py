@@ -108,7 +108,7 @@ def test_entry_point_is_declared_and_plain_import_verl_registers_everything():
     """A fresh interpreter, no env vars: `import verl` alone finds every grae name via the entry point."""
     from importlib.metadata import entry_points
 
-    from grae.engines.verl import ENTRY_POINT, LOSS_NAMES, estimator_names
+    from grae.engines.verl import ENTRY_POINT, estimator_names
 
     declared = {(ep.name, ep.value) for ep in entry_points(group="verl.plugins") if ep.dist and ep.dist.name == "grae"}
     assert ENTRY_POINT in declared, (
@@ -125,8 +125,10 @@ def test_entry_point_is_declared_and_plain_import_verl_registers_everything():
     assert proc.returncode == 0, proc.stderr[-2000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["loaded"]
+    from grae.engines.verl.losses import LOSSES  # imports verl: after the check that it is installed
+
     assert set(estimator_names()) <= set(seen["adv"])
-    assert set(LOSS_NAMES) <= set(seen["loss"])
+    assert set(LOSSES) <= set(seen["loss"])
     assert len(estimator_names()) == len(names())
 
 
@@ -135,7 +137,9 @@ def test_check_passes_in_process_and_names_are_namespaced(verl_api):
 
     present = gv.check()
     assert present["estimators"] == sorted(gv.estimator_names())
-    assert present["losses"] == sorted(gv.LOSS_NAMES)
+    from grae.engines.verl.losses import LOSSES
+
+    assert present["losses"] == sorted(LOSSES)
     builtin = {e.value for e in verl_api["core_algos"].AdvantageEstimator}
     assert not builtin & set(present["estimators"])  # 'grpo'/'gae' are special-cased by verl's dispatcher
     assert gv.verl_name("agrae") == "grae_agrae" and gv.grae_name("grae_agrae") == "agrae"
@@ -152,7 +156,8 @@ def test_a_failing_plugin_is_loud_although_verl_swallows_it(tmp_path):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: grae-plugin-probe\nVersion: 0.0\n")
     (dist / "entry_points.txt").write_text("[verl.plugins]\ngrae_probe = grae.engines.verl.plugin\n")
-    env = dict(os.environ, VERL_USE_EXTERNAL_MODULES="squatter", PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env = dict(os.environ, VERL_USE_EXTERNAL_MODULES="squatter",
+               PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     env.pop("VERL_USE_EXTERNAL_PLUGINS", None)
     code = ("import verl, grae.engines.verl as gv\n"
             "try:\n    gv.check()\nexcept RuntimeError as e:\n    print('CHECK-RAISED:', e)\n")
@@ -314,7 +319,8 @@ def worker_loss(actor, old, logp, adv, mask, *, is_weights=None):
     bs, prompt_len = mask.shape[0], 2
     lens = mask.sum(-1).long()
     flat = torch.cat([torch.cat([logp.new_zeros(prompt_len - 1), logp[i, : lens[i]], logp.new_zeros(1)]) for i in range(bs)])
-    fields = {"prompts": torch.ones(bs, prompt_len, dtype=torch.long), "responses": torch.ones(bs, mask.shape[1], dtype=torch.long),
+    fields = {"prompts": torch.ones(bs, prompt_len, dtype=torch.long),
+              "responses": torch.ones(bs, mask.shape[1], dtype=torch.long),
               "attention_mask": torch.cat([torch.ones(bs, prompt_len), mask], 1).long(), "response_mask": mask,
               "old_log_probs": old, "advantages": adv}
     if is_weights is not None:
@@ -356,14 +362,16 @@ def test_grae_losses_via_verls_ppo_loss(verl_api, mode):
         assert mm[key] == pytest.approx(vm[key], abs=1e-6)
 
     gspo, _ = worker_loss(actor_config((agg, *clip, "actor_rollout_ref.actor.policy_loss.loss_mode=gspo")), old, logp, adv, mask)
-    seq_no_dual, _ = worker_loss(actor_config((agg, *clip, *GRAE_LOSS, "+actor_rollout_ref.actor.policy_loss.ratio_level=sequence",
+    seq_no_dual, _ = worker_loss(actor_config((agg, *clip, *GRAE_LOSS,
+                                               "+actor_rollout_ref.actor.policy_loss.ratio_level=sequence",
                                                "+actor_rollout_ref.actor.policy_loss.dual_clip=false")), old, logp, adv, mask)
     torch.testing.assert_close(seq_no_dual, gspo, rtol=1e-5, atol=1e-6)
 
     # What verl lacks: sequence ratio + dual clip (grae_gspo needs no config subclass) equals grae's core loss.
     from grae.loss import policy_loss
 
-    seq_dual, _ = worker_loss(actor_config((agg, *clip, "actor_rollout_ref.actor.policy_loss.loss_mode=grae_gspo")), old, logp, adv, mask)
+    seq_dual, _ = worker_loss(actor_config((agg, *clip, "actor_rollout_ref.actor.policy_loss.loss_mode=grae_gspo")),
+                              old, logp, adv, mask)
     weights = (mask.sum(-1) > 0).float() if mode != "token-mean" else None
     core, _ = policy_loss(logp, old, adv, mask, weights=weights, clip_low=0.16, clip_high=0.24, dual_clip=3.0,
                           ratio_level="sequence", agg=mode, norm_length=T)
@@ -434,10 +442,10 @@ def _steps(verl_api, root, seeds):
 
 def test_avspo_state_survives_verl_checkpoint_and_resume(verl_api, tmp_path):
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+    from verl.utils.import_utils import load_class_from_fqn
 
     from grae.engines.verl import advantage
     from grae.engines.verl.checkpoint import GraeCheckpointCallback, resume_folder
-    from verl.utils.import_utils import load_class_from_fqn
 
     root = _trainer_config(tmp_path)
     cls = load_class_from_fqn(root.trainer.checkpoint_callback_class, "CheckpointCallback")  # as verl does
@@ -631,7 +639,8 @@ def test_reward_function_scores_with_the_task_verifier(verl_api, fake_grae_data,
     from grae.engines.verl.export import export_verl
 
     compute_score = load_extern_object("pkg://grae.engines.verl.reward", "compute_score")
-    row = pq.read_table(export_verl("toy_math", tmp_path / "t.parquet", n=2, task_params={"level": 3}, task=FakeTask())).to_pylist()[0]
+    exported = export_verl("toy_math", tmp_path / "t.parquet", n=2, task_params={"level": 3}, task=FakeTask())
+    row = pq.read_table(exported).to_pylist()[0]
     call = dict(data_source=row["data_source"], ground_truth=row["reward_model"]["ground_truth"], extra_info=row["extra_info"])
     assert compute_score(solution_str="so \\boxed{3}", **call) == 1.0
     assert compute_score(solution_str="so \\boxed{4}", **call) == 0.0

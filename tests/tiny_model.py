@@ -6,9 +6,9 @@ import os
 
 
 def build_random_tiny(path: str, *, hidden: int = 32, layers: int = 2, vocab: int = 96, seed: int = 0) -> str:
+    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-    import torch
 
     if os.path.exists(os.path.join(path, "config.json")):
         return path

@@ -12,7 +12,7 @@ leaves both. Metrics are detached 0-dim tensors (no ``.item()`` here: engines de
   (Ye et al. 2020, arXiv:1912.09729: c = 3).
 * :func:`agg_loss` — verl's aggregation modes, weight-aware.
 * :func:`kl_penalty` — k1/k2/k3 estimators of KL(π‖π_ref) (Schulman 2020, "Approximating KL").
-* :func:`entropy_from_logits`, :func:`entropy_loss`.
+* :func:`entropy_from_logits` — per-token entropy ``[N, T]`` (aggregate it with :func:`agg_loss`).
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ def agg_loss(
     if mode not in AGG_MODES:
         raise ValueError(f"loss_agg_mode: unknown {mode!r}; valid modes: {', '.join(AGG_MODES)}")
     mask = mask.to(loss_mat.dtype)
-    w = torch.ones(loss_mat.shape[0], dtype=loss_mat.dtype, device=loss_mat.device) if weights is None else weights.to(loss_mat.dtype)
+    w = (torch.ones(loss_mat.shape[0], dtype=loss_mat.dtype, device=loss_mat.device) if weights is None
+         else weights.to(loss_mat.dtype))
     token_w = mask * w[:, None]  # [N, T]
+    norm: Tensor | float
     if mode == "token-mean":
         total, norm = (loss_mat * token_w).sum(), token_w.sum()
     elif mode == "seq-mean-token-mean":
@@ -182,22 +184,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: str = "k3", *, clamp: 
     return kl.clamp(-clamp, clamp) if clamp is not None else kl
 
 
-def kl_loss(
-    logp: Tensor, ref_logp: Tensor, mask: Tensor, *, estimator: str = "k3", weights: Tensor | None = None, agg: str = "token-mean"
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """Aggregated KL penalty (multiply by β yourself)."""
-    kl = kl_penalty(logp, ref_logp, estimator)
-    loss = agg_loss(kl, mask, agg, weights=weights)
-    return loss, {"kl": loss.detach()}
-
-
 def entropy_from_logits(logits: Tensor) -> Tensor:
     """``[N, T, V] -> [N, T]``: H = logsumexp(z) − Σ softmax(z)·z, numerically stable."""
     probs = torch.softmax(logits, dim=-1)
     return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(-1)
-
-
-def entropy_loss(entropy: Tensor, mask: Tensor, *, weights: Tensor | None = None, agg: str = "token-mean") -> tuple[Tensor, dict[str, Tensor]]:
-    """Aggregated mean token entropy (subtract ``coef ×`` it from the loss to encourage exploration)."""
-    value = agg_loss(entropy, mask, agg, weights=weights)
-    return value, {"entropy": value.detach()}

@@ -13,6 +13,7 @@ from grae.advantage import agrae, avspo, dgpo, grpo, ngrpo, reinforce, rloo, sym
 from grae.advantage.base import (
     AdvantageResult,
     Estimator,
+    EstimatorLike,
     describe,
     get_estimator,
     names,
@@ -29,6 +30,7 @@ __all__ = [
     "AdvantageResult",
     "CorrectedEstimator",
     "Estimator",
+    "EstimatorLike",
     "backward_correct",
     "describe",
     "forward_weights",

@@ -63,7 +63,8 @@ class AVSPO(Estimator):
     ):
         check(alpha > 0, "alpha", f"must be > 0 (paper: 0.5), got {alpha}")
         check(0 <= tau_min <= tau_max <= 1, "tau_min/tau_max", f"need 0 <= tau_min <= tau_max <= 1, got {tau_min}, {tau_max}")
-        check(tau_min <= tau_init <= tau_max, "tau_init", f"must lie in [tau_min, tau_max] = [{tau_min}, {tau_max}], got {tau_init}")
+        check(tau_min <= tau_init <= tau_max, "tau_init",
+              f"must lie in [tau_min, tau_max] = [{tau_min}, {tau_max}], got {tau_init}")
         check(eta >= 0, "eta", f"must be >= 0 (paper: 0.01), got {eta}")
         check(collapse_tol > 0, "collapse_tol", f"must be > 0 (paper: 1e-6), got {collapse_tol}")
         check_std_params(eps, std_unbiased)

@@ -26,8 +26,9 @@ Input policy (the same for every estimator, see docs/estimators.md):
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -51,6 +52,31 @@ class AdvantageResult:
     advantages: Tensor
     weights: Tensor
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class EstimatorLike(Protocol):
+    """What ``GraeTrainer(estimator=…)`` and the verl adapter accept besides a registry name: every
+    :class:`Estimator`, a :class:`~grae.advantage.CorrectedEstimator`, or an object of your own with
+
+    * ``est(rewards, group_ids)`` — rewards ``[N]`` (NaN = missing), integer group ids ``[N]`` →
+      :class:`AdvantageResult` (``advantages [N]``, ``weights [N]``, ``metrics``);
+    * ``state_dict()`` / ``load_state_dict(state)`` — JSON-able state carried in checkpoints (``{}`` and
+      a no-op for a stateless estimator);
+    * ``name`` (logs, checkpoints) and ``params`` (its constructor parameters).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+    def __call__(self, rewards: Any, group_ids: Any) -> AdvantageResult: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class Estimator:
@@ -200,17 +226,23 @@ def get_estimator(name: str, **params: Any) -> Estimator:
 
 
 def describe(name: str) -> dict[str, Any]:
-    """Name, class, parameter defaults and the first docstring line of a registered estimator."""
+    """Name, class, parameter defaults and the summary (the docstring's first paragraph, on one line) of a
+    registered estimator."""
     cls = _REGISTRY[name]
-    defaults = {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"}
+    defaults = {p.name: p.default for p in inspect.signature(cls).parameters.values()}
     return {
         "name": name,
         "class": cls.__name__,
         "defaults": defaults,
         "signature": ", ".join(f"{k}={v!r}" for k, v in defaults.items()) or "(none)",
-        "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
+        "summary": _plain(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0]),
     }
 
 
+def _plain(text: str) -> str:
+    """reST as plain text on one line: ``:mod:`x``` and ````x```` become ``x``."""
+    return " ".join(re.sub(r":\w+:`([^`]+)`", r"\1", text).replace("``", "").split())
+
+
 def _param_names(cls: type) -> list[str]:
-    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    return list(inspect.signature(cls).parameters)  # the constructor's, without self

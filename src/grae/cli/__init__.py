@@ -23,18 +23,20 @@ def _root() -> None:
 
 
 #: command module -> how it is mounted. A module exposes ``register(app)``.
-COMMAND_MODULES = ["grae.cli.estimators_cmd", "grae.cli.train_cmd", "grae.cli.eval_cmd", "grae.cli.tiny_cmd", "grae.cli.data_cmd", "grae.cli.compare_cmd", "grae.cli.sim_cmd"]
+COMMAND_MODULES = [
+    "grae.cli.estimators_cmd",
+    "grae.cli.train_cmd",
+    "grae.cli.eval_cmd",
+    "grae.cli.tiny_cmd",
+    "grae.cli.data_cmd",
+    "grae.cli.compare_cmd",
+    "grae.cli.sim_cmd",
+]
 
 
 def _mount() -> None:
     for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name == module_name:  # command not built yet
-                continue
-            raise
-        module.register(app)
+        importlib.import_module(module_name).register(app)
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
             cfg = load_compare_config(config)
         except ConfigError as err:
             error(console, "config error", err)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         started, t0 = time.time(), time.perf_counter()
         if not report_only:
             seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from grae.cli.output import error
@@ -35,7 +33,7 @@ def register(app: typer.Typer) -> None:
         split: str = typer.Option("train", help="train (task.train(n, seed)) or heldout (task.heldout(n))."),
         n: int = typer.Option(1000, "--n", "-n", help="Number of examples; 0 = the whole split (dataset tasks)."),
         seed: int = typer.Option(0, help="Sampling seed for the train split."),
-        param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="Task parameter key=value (repeatable)."),
+        param: list[str] | None = typer.Option(None, "--param", "-p", help="Task parameter key=value (repeatable)."),
     ) -> None:
         """Write N examples of TASK in an engine's dataset format (verl: RL parquet + reward function)."""
         from rich.console import Console
@@ -50,7 +48,7 @@ def register(app: typer.Typer) -> None:
             path = export_verl(task, out, split=split, n=n or None, seed=seed, task_params=parse_params(param or []))
         except (ValueError, KeyError, TypeError) as err:
             error(console, "export failed:", err)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         import pyarrow.parquet as pq
 
         console.print(f"wrote {pq.read_metadata(path).num_rows} {split} examples of {task} to {path}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List
-
 import typer
 
 from grae.cli.output import error
@@ -26,7 +24,7 @@ def parse_estimator(spec: str) -> tuple[str, dict]:
 def register(app: typer.Typer) -> None:
     @app.command("sim")
     def sim(
-        estimators: List[str] = typer.Option(["grpo", "agrae:alpha=1.0", "agrae:alpha=0.5", "nsr", "w_reinforce",
+        estimators: list[str] = typer.Option(["grpo", "agrae:alpha=1.0", "agrae:alpha=0.5", "nsr", "w_reinforce",
                                               "negative_dominant:beta=10"], "--estimators", "-e",
                                              help="Estimators to compare, each NAME or NAME:key=value,…; repeat the option."),
         steps: int = typer.Option(300, help="Training steps per run."),
@@ -34,8 +32,10 @@ def register(app: typer.Typer) -> None:
         trajectories: int = typer.Option(64, help="Trajectories per prompt M."),
         correct: int = typer.Option(4, help="Correct trajectories per prompt K."),
         group_size: int = typer.Option(8, "--group-size", "-g", help="Samples per prompt per step G."),
-        difficulty: str = typer.Option("beta:1,3", help="Base success probability over prompts: beta:a,b | uniform:lo,hi | ladder:p1,p2,…"),
-        parameterisation: str = typer.Option("tabular", help="tabular (independent prompts) or lowrank (shared strategy factors)."),
+        difficulty: str = typer.Option("beta:1,3", help="Base success probability over prompts: "
+                                                        "beta:a,b | uniform:lo,hi | ladder:p1,p2,…"),
+        parameterisation: str = typer.Option("tabular", help="tabular (independent prompts) or "
+                                                             "lowrank (shared strategy factors)."),
         rank: int = typer.Option(8, help="Rank r of the lowrank parameterisation."),
         optimizer: str = typer.Option("sgd", help="sgd or adam."),
         lr: float = typer.Option(0.1, help="Learning rate."),
@@ -59,13 +59,14 @@ def register(app: typer.Typer) -> None:
             specs = [parse_estimator(s) for s in estimators]
             configs = [SimConfig(estimator=name, estimator_params=params, steps=steps, prompts=prompts,
                                  trajectories=trajectories, correct=correct, group_size=group_size, difficulty=difficulty,
-                                 parameterisation=parameterisation, rank=rank, optimizer=optimizer, lr=lr, seed=seed, loss_agg=loss_agg,
+                                 parameterisation=parameterisation, rank=rank, optimizer=optimizer, lr=lr, seed=seed,
+                                 loss_agg=loss_agg,
                                  eval_every=max(1, steps // 6 or 1)) for name, params in specs]
             for cfg in configs:
                 cfg.check()
         except (ValueError, KeyError, TypeError) as err:
             error(console, "error:", err.args[0] if err.args else err)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         results = {spec: run_sim(cfg) for spec, cfg in zip(estimators, configs)}
         first = next(iter(results.values()))
         ks = first.ks

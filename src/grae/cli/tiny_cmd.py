@@ -15,21 +15,36 @@ def default_build_dir(vlm: bool = False):
 def register(app: typer.Typer) -> None:
     tiny = typer.Typer(help="The embedded tiny model.", no_args_is_help=True)
 
-    @tiny.command("build", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    @tiny.command("build")
     def build(
-        ctx: typer.Context,
-        output_dir: str = typer.Option(None, "--output-dir", "-o",
-                                       help="Where to write the checkpoint [default: $GRAE_CACHE/tiny-build, never the "
-                                            "shipped grae/assets/tiny; name that directory with -o to replace it]."),
+        output_dir: str | None = typer.Option(None, "--output-dir", "-o",
+                                              help="Where to write the checkpoint \\[default: $GRAE_CACHE/tiny-build, "
+                                                   "never the shipped grae/assets/tiny; name that directory with -o to "
+                                                   "replace it]."),
         vlm: bool = typer.Option(False, "--vlm", help="Build the tiny vision-language model (the tiny LM + a tiny "
-                                                      "ViT as a LLaVA) [default dir: $GRAE_CACHE/tiny-vlm-build]."),
+                                                      "ViT as a LLaVA) \\[default dir: $GRAE_CACHE/tiny-vlm-build]."),
+        seed: int = typer.Option(0, help="Seed of the recipe (data order, initialisation)."),
+        sft_steps: int | None = typer.Option(None, "--sft-steps", help="Supervised warm-up steps \\[default: the recipe's]."),
+        threads: int | None = typer.Option(None, help="torch threads; the build is deterministic per thread count "
+                                                      "(the shipped one: 1) \\[default: torch's]."),
+        no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out pass@k of the built model."),
+        eval_problems: int = typer.Option(200, "--eval-problems", help="Held-out problems for that pass@k."),
+        eval_samples: int = typer.Option(64, "--eval-samples", help="Samples per problem for that pass@k."),
+        set_: list[str] = typer.Option([], "--set", metavar="FIELD=JSON",
+                                       help="Override a recipe field (TinyRecipe; TinyVLMRecipe with --vlm), e.g. "
+                                            "--set label_noise=0.5; repeatable."),
     ) -> None:
         """Train the tokenizer and the tiny Llama from scratch with the shipped recipe (--vlm: the tiny
-        VLM on the visual tasks). Further options (--seed, --sft-steps, --threads, --no-eval,
-        --set FIELD=VALUE) go to the builder."""
+        VLM on the visual tasks). Recipe and measurements: docs/tiny.md."""
         from grae.tiny import main
 
-        main(["--output-dir", output_dir or str(default_build_dir(vlm)), *(["--vlm"] if vlm else []), *ctx.args])
+        argv = ["--output-dir", output_dir or str(default_build_dir(vlm)), "--seed", str(seed),
+                "--eval-problems", str(eval_problems), "--eval-samples", str(eval_samples)]
+        argv += ["--vlm"] * vlm + ["--no-eval"] * no_eval
+        argv += ["--sft-steps", str(sft_steps)] * (sft_steps is not None) + ["--threads", str(threads)] * bool(threads)
+        for field in set_:
+            argv += ["--set", field]
+        main(argv)
 
     @tiny.command("path")
     def path() -> None:

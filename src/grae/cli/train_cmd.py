@@ -57,7 +57,8 @@ def _scalar(value):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    @app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+                 options_metavar="[CONFIG] [OPTIONS] [--key value …]")
     def train(
         ctx: typer.Context,
         estimator: str | None = typer.Option(None, help="Advantage estimator (grae estimators lists them)."),
@@ -71,8 +72,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
         tiny model with A-GRAE), evaluate held-out pass@k before and after, and write a report.
-        CONFIG is a YAML file or a packaged recipe name (default, smollm2, qwen25math7b_agrae, …).
-        Extra --key value pairs override config keys (dotted: --trl.learning_rate 3e-4)."""
+        CONFIG is a YAML file or a packaged recipe name (default, tiny_vlm, smollm2, qwen25math7b_agrae, …).
+        Extra --key value pairs override config keys (dotted: --trl.learning_rate 3e-4); for example
+        --eval.enabled false skips the held-out evaluations, --sampling.dynamic true turns on dynamic
+        sampling, --peft.r 16 trains a LoRA adapter, --trl.push_to_hub true --trl.hub_model_id ORG/NAME
+        pushes the model (grae/train/config.py documents every key)."""
         from rich.console import Console
         from rich.table import Table
 
@@ -88,7 +92,7 @@ def register(app: typer.Typer) -> None:
             cfg = load_config(config, overrides)
         except ConfigError as err:
             error(console, "config error", err)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
 
         from rich.markup import escape
 
@@ -100,26 +104,29 @@ def register(app: typer.Typer) -> None:
             result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
         except ConfigError as err:
             error(console, "error:", err)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         except DiskFullError as err:
             error(console, "error:", err)
-            raise typer.Exit(1)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:  # a second Ctrl-C, or one during held-out evaluation (its rows are on disk)
             error(console, "interrupted:", "rerun with --resume to continue")
-            raise typer.Exit(INTERRUPTED_EXIT[signal.SIGINT])
+            raise typer.Exit(INTERRUPTED_EXIT[signal.SIGINT]) from None
         if result.interrupted_by is not None:
             raise typer.Exit(INTERRUPTED_EXIT.get(result.interrupted_by, 1))
 
-        table = Table(title=escape(f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s"))
-        table.add_column("held-out")
-        ks = sorted(result.before)
-        for k in ks:
-            table.add_column(f"pass@{k}", justify="right")
+        summary = escape(f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s")
         if result.before:
+            table = Table(title=summary)
+            table.add_column("held-out")
+            ks = sorted(result.before)
+            for k in ks:
+                table.add_column(f"pass@{k}", justify="right")
             table.add_row("base", *[f"{100 * result.before[k]:.1f}" for k in ks])
-        if result.after:
-            table.add_row("trained", *[f"{100 * result.after[k]:.1f}" for k in ks])
-            table.add_row("change", *[f"{100 * (result.after[k] - result.before[k]):+.1f}" for k in ks])
-        console.print(table)
+            if result.after:
+                table.add_row("trained", *[f"{100 * result.after[k]:.1f}" for k in ks])
+                table.add_row("change", *[f"{100 * (result.after[k] - result.before[k]):+.1f}" for k in ks])
+            console.print(table)
+        else:
+            console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)
         if result.report:
             console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)

@@ -10,11 +10,12 @@ import numpy as np
 
 from grae.compare.grid import CompareConfig
 from grae.compare.stats import Interval, curve_bands, method_passk, paired_vs_baseline, two_level_bootstrap
-from grae.eval.records import atomic_write_json, atomic_write_text, read_rows
+from grae.eval.records import read_rows
 from grae.eval.report import line_colors
 from grae.eval.stats import count_problems
+from grae.io import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl
 from grae.metrics import powers_of_two
-from grae.train.callbacks import read_metrics
+from grae.train.rundir import read_metrics
 
 DYNAMICS = [("reward_mean", "reward (batch mean)"), ("entropy", "entropy"), ("acr", "ACR"),
             ("frac_all_correct", "fraction of all-correct groups"), ("frac_all_wrong", "fraction of all-wrong groups"),
@@ -113,12 +114,16 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         lines.append("| base model | " + " | ".join(_fmt(base[k]) for k in ks) + " |")
     for m, r in results.items():
         lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
-    lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = share of draws on the other side of 0)", "",
+    lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = share of draws on the other side "
+              "of 0)", "",
               "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
     for m, d in diffs.items():
-        lines.append(f"| {m} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] p={d[k].p_opposite:.2f}"
+        lines.append(f"| {m} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] "
+                                              f"p={d[k].p_opposite:.2f}"
                                               for k in ks) + " |")
-    lines += ["", "![pass@k](passk.png)", ""] + (["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []) + [ "## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
+    lines += ["", "![pass@k](passk.png)", ""]
+    lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
+    lines += ["## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
               "| method | " + " | ".join(f"{label} early → late" for _, label in DYNAMICS[:4]) + " |", "|---|" + "---|" * 4]
     for m, e in data.items():
         cells = []
@@ -151,7 +156,8 @@ def training_passk(runs: list[list[dict]], group_size: int, draws: int = 2000) -
     its mean over the last 10 % of steps up to f·steps.
     """
     out: dict[str, list[Interval]] = {}
-    for name, key, transform in (("pass@1", "reward_mean", lambda v: v), (f"pass@{group_size}", "frac_all_wrong", lambda v: 1 - v)):
+    for name, key, transform in (("pass@1", "reward_mean", lambda v: v),
+                                 (f"pass@{group_size}", "frac_all_wrong", lambda v: 1 - v)):
         per_seed = []  # [seeds, fractions]
         for rows in runs:
             vals = [transform(r[key]) for r in rows if r.get(key) is not None]
@@ -182,15 +188,12 @@ INVOCATIONS = "invocations.jsonl"
 
 def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: list[str]) -> None:
     """Append one ``grae compare`` invocation (start time, wall seconds, jobs it ran) to the study's log."""
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / INVOCATIONS, "a") as f:
-        f.write(json.dumps({"started": started, "wall_seconds": round(wall_seconds, 1), "jobs_run": jobs_run}) + "\n")
+    append_jsonl(out / INVOCATIONS, [{"started": started, "wall_seconds": round(wall_seconds, 1), "jobs_run": jobs_run}])
 
 
 def invocations_line(out: Path, num_jobs: int) -> str:
     """Budget line: compare wall time over every invocation, and how many jobs this study ran itself."""
-    path = out / INVOCATIONS
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    rows = read_jsonl(out / INVOCATIONS, missing_ok=True)
     if not rows:
         return "- compare wall time: not recorded (no invocation ran a job)"
     ran = {j for r in rows for j in r["jobs_run"]}
@@ -216,6 +219,7 @@ def plot_dynamics(data: dict, path: Path) -> Path:
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), dpi=120)
     colors = dict(zip(data, line_colors(len(data))))
@@ -230,6 +234,7 @@ def plot_dynamics(data: dict, path: Path) -> Path:
             ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.grid(True, alpha=0.3)
     axes.ravel()[0].legend(fontsize=7)
     fig.tight_layout()

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from grae.compare.grid import CompareConfig, Job
-from grae.eval.records import atomic_write_text
+from grae.io import atomic_write_text
 
 
 def job_command(job: Job, config_path: Path) -> list[str]:

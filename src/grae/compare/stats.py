@@ -61,7 +61,8 @@ def two_level_bootstrap(values: np.ndarray, draws: int = 2000, seed: int = 0, le
     return [Interval(float(m), float(a), float(b), float(o)) for m, a, b, o in zip(point, lo, hi, opposite)]
 
 
-def method_passk(per_seed: Sequence[ProblemCounts], ks: Sequence[int], *, draws: int = 2000, seed: int = 0) -> dict[int, Interval]:
+def method_passk(per_seed: Sequence[ProblemCounts], ks: Sequence[int], *, draws: int = 2000,
+                 seed: int = 0) -> dict[int, Interval]:
     values, _ = stack_passk(per_seed, ks)
     return dict(zip((int(k) for k in ks), two_level_bootstrap(values, draws, seed)))
 

@@ -24,8 +24,9 @@ benchmark mirrors use the generic field mapping (``problem``/``question`` and
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from grae.data import fields
 from grae.data.registry import register_task
@@ -94,9 +95,13 @@ def map_rows(source: HubSource, raw_rows: Sequence[Mapping[str, Any]]) -> list[d
     return out
 
 
-def load_hub_rows(source: HubSource) -> list[dict]:
+#: the offline alternative a failed download names (``grae eval`` benchmarks name their own: ``NAME=PATH``)
+LOCAL_HINT = "export the data to JSONL/Parquet with 'problem' and 'answer' fields and use the task 'local:<path>'"
+
+
+def load_hub_rows(source: HubSource, *, local_hint: str = LOCAL_HINT) -> list[dict]:
     """Download (or read from the HF cache) ``source`` and map its rows. Errors name the dataset and the
-    offline alternative."""
+    offline alternative (``local_hint``)."""
     import datasets
 
     raw: list[Mapping[str, Any]] = []
@@ -106,8 +111,7 @@ def load_hub_rows(source: HubSource) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise RuntimeError(
                 f"could not load {source.describe()} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
-                "Without network access, use a cached copy (HF_DATASETS_OFFLINE=1) or export the data to "
-                "JSONL/Parquet with 'problem' and 'answer' fields and use the task 'local:<path>'."
+                f"Without network access, use a cached copy (HF_DATASETS_OFFLINE=1) or {local_hint}."
             ) from exc
         raw.extend(ds)
     rows = map_rows(source, raw)

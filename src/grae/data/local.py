@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from grae.data.fields import DataFormatError, map_generic_row
+from grae.data.registry import register_name_form
 from grae.data.rows import RowsTask
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
@@ -114,3 +115,9 @@ class LocalTask(RowsTask):
         if self.eval_only:
             return self.load_train_rows()
         return None
+
+
+@register_name_form("local:")
+def _local_task(path: str, **params: Any) -> LocalTask:
+    """``local:<path>`` (and a bare path with a data-file suffix): :class:`LocalTask` of that file."""
+    return LocalTask(path, **params)

@@ -22,11 +22,12 @@ import hashlib
 import itertools
 import json
 import random
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from grae.data.base import Task, question_key
 from grae.data.prompts import check_style, procedural_prompt
-from grae.data.registry import get_task, register_task
+from grae.data.registry import get_task, register_name_form, register_task
 from grae.rewards.extract import completion_text, extract_procedural_answer
 from grae.rewards.procedural import score_procedural
 
@@ -231,6 +232,12 @@ for _generator in REGISTERED_GENERATORS:
     register_task(_generator)(functools.partial(ReasoningGymTask, _generator, name=_generator))
 
 
+@register_name_form("rg:")
+def _generator_task(generator: str, **params: Any) -> ReasoningGymTask:
+    """``rg:<generator>``: any reasoning-gym generator, named ``rg:<generator>`` unless ``name`` is given."""
+    return ReasoningGymTask(generator, name=params.pop("name", "rg:" + generator), **params)
+
+
 # --- mixes ---------------------------------------------------------------------------------------
 
 
@@ -352,3 +359,9 @@ class TaskMix(Task):
                 f"({', '.join(self._by_name)})"
             )
         return task.score(completion, example)
+
+
+@register_name_form("mix:")
+def _mix_task(spec: str, **params: Any) -> TaskMix:
+    """``mix:<name>=<weight>,…``: a weighted mix of registered tasks (:func:`parse_mix_spec`)."""
+    return TaskMix(parse_mix_spec(spec), **params)

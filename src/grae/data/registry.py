@@ -7,15 +7,21 @@ Besides registered names, :func:`get_task` understands four name forms:
 * ``mix:<name>=<weight>,<name>=<weight>`` - a weighted task mix (``mix:chain_sum=2,products=1``);
 * ``local:<path>`` - a local JSONL/JSON/Parquet file;
 * a bare path ending in ``.jsonl``, ``.ndjson``, ``.json`` or ``.parquet``.
+
+The modules that implement a name form register it (:func:`register_name_form`: ``rg:`` and ``mix:`` in
+:mod:`grae.data.procedural`, ``local:`` in :mod:`grae.data.local`), so this module imports none of them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from grae.data.base import Task
 
 _REGISTRY: dict[str, Callable[..., Task]] = {}
+#: name forms: prefix -> factory called as ``factory(name_without_prefix, **params)``
+_NAME_FORMS: dict[str, Callable[..., Task]] = {}
 LOCAL_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
 NAME_FORMS = ("rg:<reasoning-gym generator>", "mix:<name>=<weight>,...", "local:<path>", "<path>.jsonl|.json|.parquet")
 
@@ -41,6 +47,19 @@ def register_task(name: str, *, overwrite: bool = False) -> Callable[[F], F]:
     return decorator
 
 
+def register_name_form(prefix: str) -> Callable[[F], F]:
+    """Decorator registering the factory of the name form ``<prefix><rest>`` (``prefix`` ends in ``:``):
+    ``get_task(prefix + rest, **params)`` calls ``factory(rest, **params)``."""
+    if not prefix.endswith(":"):
+        raise ValueError(f"name form prefixes end in ':', got {prefix!r}")
+
+    def decorator(factory: F) -> F:
+        _NAME_FORMS[prefix] = factory
+        return factory
+
+    return decorator
+
+
 def task_names() -> list[str]:
     """Sorted registered task names (the ``rg:``/``mix:``/``local:`` forms are accepted in addition)."""
     return sorted(_REGISTRY)
@@ -55,19 +74,11 @@ def get_task(name: str, **params: Any) -> Task:
         raise UnknownTaskError(f"task name must be a non-empty string, got {name!r}")
     if name in _REGISTRY:
         return _REGISTRY[name](**params)
-    if name.startswith("rg:"):
-        from grae.data.procedural import ReasoningGymTask
-
-        return ReasoningGymTask(name[3:], name=params.pop("name", name), **params)
-    if name.startswith("mix:"):
-        from grae.data.procedural import TaskMix, parse_mix_spec
-
-        return TaskMix(parse_mix_spec(name[4:]), **params)
-    if name.startswith("local:") or name.lower().endswith(LOCAL_SUFFIXES):
-        from grae.data.local import LocalTask
-
-        path = name[6:] if name.startswith("local:") else name
-        return LocalTask(path, **params)
+    for prefix, factory in _NAME_FORMS.items():
+        if name.startswith(prefix):
+            return factory(name[len(prefix):], **params)
+    if name.lower().endswith(LOCAL_SUFFIXES) and "local:" in _NAME_FORMS:
+        return _NAME_FORMS["local:"](name, **params)
     raise UnknownTaskError(
         f"unknown task {name!r}. Registered tasks: {', '.join(task_names())}. "
         f"Also accepted: {', '.join(NAME_FORMS)}."

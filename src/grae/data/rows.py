@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from grae.data.base import Task, question_key, text_id
 from grae.data.prompts import MATH_INSTRUCTION, check_style, math_prompt
@@ -157,7 +158,8 @@ class RowsTask(Task):
 class RowListTask(RowsTask):
     """A :class:`RowsTask` over in-memory rows (tests, programmatic datasets)."""
 
-    def __init__(self, name: str, train_rows: Sequence[Mapping[str, Any]], heldout_rows: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any):
+    def __init__(self, name: str, train_rows: Sequence[Mapping[str, Any]],
+                 heldout_rows: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any):
         super().__init__(name, **kwargs)
         self._train_rows = [dict(r) for r in train_rows]
         self._heldout_rows = None if heldout_rows is None else [dict(r) for r in heldout_rows]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from grae.data.base import Task, text_id
 from grae.data.registry import register_task

@@ -83,15 +83,15 @@ import numpy as np
 import torch
 from trl import GRPOTrainer
 
-from grae.advantage import Estimator, get_estimator
+from grae.advantage import EstimatorLike, get_estimator
+from grae.engines import STATE_FILE
 from grae.engines.rows import LEFT_PADDED, concat_rows, pad_value, per_row_tensors, take_rows, trim_padding
-from grae.eval.records import atomic_write_json
+from grae.io import atomic_write_json
 from grae.loss import AGG_MODES, agg_loss, kl_penalty, policy_loss
 from grae.sampling import GROUP_KINDS, PromptPosterior, PromptStream, SamplingConfig, group_kinds, informative_groups
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "grae_estimator_state.json"
 #: dynamic sampling / prompt selection state in a checkpoint: the VADE posterior, the uniform stream, the budget
 SAMPLING_STATE_FILE = "grae_sampling_state.json"
 #: written last into a checkpoint folder: a folder without it was cut off mid-write and is never resumed
@@ -104,13 +104,13 @@ UNWEIGHTED_LOSS_TYPES = ("luspo", "sapo")
 TRL_DEFAULT_SCALE = "group"
 
 
-def resolve_estimator(estimator: str | Any, params: dict[str, Any] | None) -> Any:
+def resolve_estimator(estimator: str | EstimatorLike, params: dict[str, Any] | None) -> EstimatorLike:
     """A registry name plus params, or a ready estimator object (params must then be empty)."""
     if isinstance(estimator, str):
         return get_estimator(estimator, **(params or {}))
     if params:
         raise ValueError("estimator_params: only valid with an estimator name; got an estimator object and params")
-    if not callable(estimator) or not hasattr(estimator, "state_dict"):
+    if not isinstance(estimator, EstimatorLike):
         raise TypeError(f"estimator: expected a registry name or a grae estimator, got {type(estimator).__name__}")
     return estimator
 
@@ -140,7 +140,7 @@ class GraeTrainer(GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        estimator: str | Estimator = "grpo",
+        estimator: str | EstimatorLike = "grpo",
         estimator_params: dict[str, Any] | None = None,
         loss_agg_mode: str | None = None,
         dual_clip: float | None = None,
@@ -380,11 +380,12 @@ class GraeTrainer(GRPOTrainer):
             keep = informative_groups(rewards, group_size, cfg.drop, cfg.success_threshold) if cfg.dynamic \
                 else torch.ones(ask, dtype=torch.bool)
             kinds = group_kinds(rewards, group_size, cfg.success_threshold)
+            grouped_rewards = rewards.view(ask, group_size).tolist()  # [ask, G]
             for group in range(ask):
                 (kept if keep[group] else spare).append((round_index, group))
                 records.append({"round": round_index, "group": group, "prompt_index": None if prompts is None else prompts[group],
                                 "kind": GROUP_KINDS[int(kinds[group])],
-                                "rewards": [None if r != r else r for r in rewards[group * group_size:(group + 1) * group_size].tolist()]})
+                                "rewards": [None if r != r else r for r in grouped_rewards[group]]})
             rounds.append(rows)
             round_rewards.append(rewards)
             if len(kept) >= num_groups:
@@ -539,6 +540,13 @@ class GraeTrainer(GRPOTrainer):
         totals = self.accelerator.reduce(torch.stack([(x * mask).sum(), mask.sum().float()]).detach(), reduction="sum")
         return (totals[0] / totals[1].clamp(min=1.0)).item()
 
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        """TRL's model card, except for a local base model (TRL's template would say "fine-tuned version of [None]")."""
+        base = getattr(self.model.config, "_name_or_path", "")
+        if not base or os.path.isdir(base):
+            return
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+
     # -- estimator state in checkpoints -----------------------------------------------------
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
@@ -600,7 +608,8 @@ def _sampling_config(sampling: SamplingConfig | dict[str, Any] | None) -> Sampli
     if isinstance(sampling, dict):
         unknown = set(sampling) - set(SamplingConfig.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"sampling: unknown fields {sorted(unknown)}; valid: {', '.join(SamplingConfig.__dataclass_fields__)}")
+            valid = ", ".join(SamplingConfig.__dataclass_fields__)
+            raise ValueError(f"sampling: unknown fields {sorted(unknown)}; valid: {valid}")
         sampling = SamplingConfig(**sampling)
     if not isinstance(sampling, SamplingConfig):
         raise TypeError(f"sampling: expected a grae.sampling.SamplingConfig or a dict, got {type(sampling).__name__}")
@@ -637,8 +646,10 @@ def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple
 
     def wrap(funcs):
         single = not isinstance(funcs, (list, tuple))
-        wrapped = [safe_reward(f, fallback=fallback, timeout=timeout) if callable(f) and not isinstance(f, (str, SafeReward, AsyncSafeReward))
-                   and not isinstance(f, torch.nn.Module) else f for f in ([funcs] if single else funcs)]
+        wrappable = [callable(f) and not isinstance(f, (str, SafeReward, AsyncSafeReward, torch.nn.Module))
+                     for f in ([funcs] if single else funcs)]
+        wrapped = [safe_reward(f, fallback=fallback, timeout=timeout) if ok else f
+                   for f, ok in zip([funcs] if single else funcs, wrappable)]
         for f in wrapped:
             if isinstance(f, SafeReward):
                 f.raise_on_total_failure = False  # decided on the gathered batch: GraeTrainer._stop_on_total_reward_failure

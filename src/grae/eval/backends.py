@@ -6,9 +6,10 @@ Both implement :class:`Sampler`; the runner never needs to know which one it hol
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: Sequences per generate call when ``batch_size`` is not given.
 DEFAULT_BATCH_SIZE = {"hf": 64, "vllm": 8192}
@@ -240,7 +241,8 @@ def resolve_model_path(model: str) -> str:
     if model in PRESETS and not Path(model).exists():
         path = Path(resolve_model(model))
         if not (path / "config.json").exists():
-            hint = {"tiny": " (build it with `grae tiny build`)", "tiny-vlm": " (build it with `grae tiny build --vlm`)"}.get(model, "")
+            hint = {"tiny": " (build it with `grae tiny build`)",
+                    "tiny-vlm": " (build it with `grae tiny build --vlm`)"}.get(model, "")
             raise ModelLoadError(f"the {model!r} model is missing at {path}{hint}")
         return str(path)
     return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model

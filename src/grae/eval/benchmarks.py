@@ -9,9 +9,11 @@ the local-copy loader; it holds no field mapping of its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -105,4 +107,10 @@ def get_benchmark(name: str, path: str | Path | None = None, *, prompt_style: st
         kwargs["prompt_style"] = prompt_style
     if path is not None:
         kwargs["loader"] = local_loader(path)
+    else:  # offline, the way out is a local copy: NAME=PATH
+        from grae.data.hub import load_hub_rows
+
+        kwargs.setdefault("loader", functools.partial(
+            load_hub_rows, local_hint=f"save a copy (a .jsonl/.json/.parquet file or a dataset directory) and pass "
+                                      f"--tasks {bench.name}=<path> (read with this benchmark's field mapping)"))
     return HubTask(bench.name, train=None, heldout=bench.source, **kwargs)

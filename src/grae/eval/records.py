@@ -17,40 +17,31 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
+
+# atomic writes live in grae.io; re-exported here for the callers that import them from this module
+from grae.io import _UMASK, JsonlError, atomic_write_json, atomic_write_text, iter_jsonl  # noqa: F401
 
 #: Fields of a ``grae eval`` row, in the order they are written.
 ROW_FIELDS = ("question_id", "generation_id", "task", "prompt", "response", "pred_answer", "gold_answer", "label")
 
 
-class RecordsError(ValueError):
+class RecordsError(JsonlError):
     """A JSONL file that cannot be read as sample rows."""
 
 
 def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Complete rows of a JSONL file, streamed in file order.
+    """Complete rows of a JSONL file, streamed in file order (:func:`grae.io.iter_jsonl`).
 
     Blank lines are skipped and an unterminated, unparsable last line (a writer killed mid-row)
     is ignored. Any other unparsable line raises :class:`RecordsError` naming its line number.
     """
-    path = Path(path)
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line.decode("utf-8"))
-            except UnicodeDecodeError as err:
-                raise RecordsError(f"{path}:{number}: not UTF-8 text (byte {err.start}); sample files are UTF-8 JSON lines") from None
-            except json.JSONDecodeError as err:
-                if not line.endswith(b"\n"):  # the tail a killed writer left
-                    return
-                raise RecordsError(f"{path}:{number}: not a JSON line ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise RecordsError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-            yield row
+    try:
+        yield from iter_jsonl(path)
+    except JsonlError as err:
+        raise RecordsError(str(err)) from None
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -122,47 +113,11 @@ class RowWriter:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "RowWriter":
+    def __enter__(self) -> RowWriter:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _process_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-#: read once, at import (reading it means setting it, which is not thread-safe later)
-_UMASK = _process_umask()
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
-
-    The file gets the permissions a plain ``open(path, "w")`` would (0666 minus the umask), not the
-    temporary file's private 0600."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_UMASK)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    """:func:`atomic_write_text` of ``obj`` as indented JSON."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def file_stem(name: str) -> str:

@@ -1,18 +1,22 @@
 """pass@k curves on a log-2 k axis (PNG) and markdown tables, from eval outputs or in-memory curves.
 
 :func:`plot_passk_curves` is the reusable piece (``grae train`` draws its before/after curve with
-it); :func:`write_report` is ``grae report``.
+it); :func:`write_report` is ``grae report``: inputs are ``grae eval`` directories, sample JSONL files,
+summary JSONs and ``grae train`` run directories (their held-out rows before and after training). Where
+several inputs have sample rows for a task, they are compared on the problems they all have.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
-from .records import RecordsError, atomic_write_text, file_stem, iter_rows
-from .stats import count_problems, passk_estimates
+from grae.io import atomic_write_text
+
+from .records import RecordsError, file_stem, iter_rows
+from .stats import ProblemCounts, count_problems, passk_estimates, shared_problems
 
 Curve = Mapping[int, float]
 
@@ -93,19 +97,38 @@ def markdown_table(curves: Mapping[str, Curve], ks: Sequence[int] | None = None,
 
 @dataclass
 class TaskCurve:
-    """One input's pass@k on one task, with its 95 % interval per k when known."""
+    """One input's pass@k on one task, with its 95 % interval per k when known, and what it was computed
+    on: the per-problem ``counts`` (from rows), or the ``rows`` file (and its ``n``) behind a summary."""
 
     curve: dict[int, float]
     intervals: dict[int, tuple[float, float]] | None = None
+    counts: ProblemCounts | None = None
+    rows: Path | None = None
+    n: int | None = None
+
+    def problem_counts(self) -> ProblemCounts | None:
+        """Per-problem counts (read from :attr:`rows` for a summary), None when only a summary is known."""
+        if self.counts is None and self.rows is not None:
+            self.counts = count_problems(iter_rows(self.rows), n=self.n)
+        return self.counts
 
 
-def _from_summary(summary: dict) -> TaskCurve:
+def _curve(counts: ProblemCounts, bootstrap: int = 1000) -> TaskCurve:
+    estimates = passk_estimates(counts, bootstrap=bootstrap)
+    return TaskCurve({k: e.value for k, e in estimates.items()},
+                     {k: (e.lo, e.hi) for k, e in estimates.items()} if bootstrap > 0 else None, counts)
+
+
+def _from_summary(summary: dict, rows_dir: Path | None = None) -> TaskCurve:
     values = summary.get("pass_at_k") or {k.split("@", 1)[1]: v for k, v in summary.items() if k.startswith("pass@")}
     if not values:
         raise RecordsError("summary has no pass@k values")
     ci = summary.get("ci95") or {}
     intervals = {int(k.split("@")[-1]): (float(v[0]), float(v[1])) for k, v in ci.items()} if ci else None
-    return TaskCurve({int(k): float(v) for k, v in values.items()}, intervals)
+    samples = summary.get("samples")
+    rows = rows_dir / samples if rows_dir is not None and isinstance(samples, str) else None
+    return TaskCurve({int(k): float(v) for k, v in values.items()}, intervals,
+                     rows=rows if rows is not None and rows.is_file() else None, n=summary.get("n"))
 
 
 def _from_rows(path: Path, bootstrap: int = 1000) -> dict[str, TaskCurve]:
@@ -113,12 +136,7 @@ def _from_rows(path: Path, bootstrap: int = 1000) -> dict[str, TaskCurve]:
     for row in iter_rows(path):
         by_task.setdefault(str(row.get("task") or _stem(path)), []).append(
             {key: row[key] for key in ("question_id", "generation_id", "label") if key in row})
-    out = {}
-    for task, task_rows in by_task.items():
-        estimates = passk_estimates(count_problems(task_rows), bootstrap=bootstrap)
-        out[task] = TaskCurve({k: e.value for k, e in estimates.items()},
-                              {k: (e.lo, e.hi) for k, e in estimates.items()} if bootstrap > 0 else None)
-    return out
+    return {task: _curve(count_problems(task_rows), bootstrap) for task, task_rows in by_task.items()}
 
 
 def _stem(path: Path) -> str:
@@ -148,8 +166,8 @@ def load_task_curves(source: str | Path) -> dict[str, TaskCurve]:
     if source.suffix == ".json":
         data = json.loads(source.read_text())
         if isinstance(data.get("tasks"), dict):  # combined summary of `grae eval`
-            return {task: _from_summary(s) for task, s in data["tasks"].items()}
-        return {str(data.get("task") or _stem(source)): _from_summary(data)}
+            return {task: _from_summary(s, source.parent) for task, s in data["tasks"].items()}
+        return {str(data.get("task") or _stem(source)): _from_summary(data, source.parent)}
     raise RecordsError(f"{source}: expected a directory, .jsonl or .json")
 
 
@@ -158,9 +176,33 @@ def load_curves(source: str | Path) -> dict[str, dict[int, float]]:
     return {task: tc.curve for task, tc in load_task_curves(source).items()}
 
 
-def default_label(source: str | Path) -> str:
-    """Label of an input: a directory's name, else the file name without its suffixes."""
+def train_run(source: str | Path) -> Path | None:
+    """The ``grae train`` run directory ``source`` is (or whose ``eval/`` it is), None for anything else."""
+    from grae.train.rundir import RUN_MARKERS
+
     source = Path(source)
+    for run in (source, source.parent) if source.name == "eval" else (source,):
+        if source.is_dir() and any((run / marker).is_file() for marker in RUN_MARKERS) and (run / "eval").is_dir():
+            return run
+    return None
+
+
+def _run_curves(run: Path, label: str) -> list[tuple[str, dict[str, TaskCurve]]]:
+    """A train run's held-out pass@k: ``"<label> (base)"`` before training, ``label`` after."""
+    found = [(label + suffix, _from_rows(run / "eval" / name))
+             for name, suffix in (("before.jsonl", " (base)"), ("after.jsonl", "")) if (run / "eval" / name).is_file()]
+    if not found:
+        raise RecordsError(f"{run}: a grae train run without held-out rows (eval/before.jsonl, eval/after.jsonl)")
+    return found
+
+
+def default_label(source: str | Path) -> str:
+    """Label of an input: a directory's name (a train run's for its ``eval/``), else the file name without
+    its suffixes."""
+    source = Path(source)
+    run = train_run(source)
+    if run is not None:
+        return run.resolve().name
     if source.is_dir():
         return source.resolve().name
     if source.name in ("summary.json", "samples.jsonl"):
@@ -170,11 +212,33 @@ def default_label(source: str | Path) -> str:
 
 @dataclass
 class Report:
-    """Files written by :func:`write_report` and the curves they show (``{task: {label: curve}}``)."""
+    """Files written by :func:`write_report`, the curves they show (``{task: {label: curve}}``) and, per task
+    with several inputs, which problems they were compared on (``notes``)."""
 
     curves: dict[str, dict[str, dict[int, float]]]
     figures: dict[str, Path]
     markdown: Path
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def compare_on_shared(curves: dict[str, TaskCurve]) -> str:
+    """Restrict the inputs of one task (``{label: TaskCurve}``, changed in place) to the problems they all
+    have, and say so: how many are shared, and each input's own count when they differ. Inputs known only
+    by a summary cannot be checked; inputs without a common problem (other question ids) keep their own."""
+    unknown = [label for label, tc in curves.items() if tc.problem_counts() is None]
+    if unknown:
+        return f"problem sets not checked: no sample rows for {', '.join(unknown)} (a summary only)"
+    counts = {label: tc.problem_counts() for label, tc in curves.items()}
+    shared = shared_problems([c for c in counts.values() if c is not None])
+    sizes = ", ".join(f"{label}: {c.num_problems}" for label, c in counts.items() if c is not None)
+    if not shared:
+        return f"the inputs share no problem (question ids differ; {sizes}): each curve is on its own problems"
+    if all(c is not None and c.num_problems == len(shared) for c in counts.values()):
+        return f"{len(shared)} problems, the same in every input"
+    for label, c in counts.items():
+        if c is not None and c.num_problems != len(shared):
+            curves[label] = _curve(c.subset(shared))
+    return f"compared on the {len(shared)} problems shared by all inputs ({sizes}); the others are left out"
 
 
 def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: Sequence[str] | None = None) -> Report:
@@ -182,12 +246,22 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
     if labels and len(labels) != len(sources):
         raise ValueError(f"{len(labels)} labels for {len(sources)} inputs")
     labels = list(labels) if labels else [default_label(s) for s in sources]
+    inputs: list[tuple[str, dict[str, TaskCurve]]] = []
+    for source, label in zip(sources, labels):
+        run = train_run(source)
+        inputs += _run_curves(run, label) if run is not None else [(label, load_task_curves(source))]
+    labels = [label for label, _ in inputs]
     if len(set(labels)) != len(labels):
         raise ValueError(f"labels must be distinct, got {labels}; pass --label for each input")
+    per_task: dict[str, dict[str, TaskCurve]] = {}
+    for label, task_curves in inputs:
+        for task, tc in task_curves.items():
+            per_task.setdefault(task, {})[label] = tc
+    notes = {task: compare_on_shared(tcs) for task, tcs in per_task.items() if len(tcs) > 1}
     by_task: dict[str, dict[str, dict[int, float]]] = {}
     bands: dict[str, dict[str, dict[int, tuple[float, float]]]] = {}
-    for source, label in zip(sources, labels):
-        for task, tc in load_task_curves(source).items():
+    for task, tcs in per_task.items():
+        for label, tc in tcs.items():
             by_task.setdefault(task, {})[label] = tc.curve
             if tc.intervals:
                 bands.setdefault(task, {})[label] = tc.intervals
@@ -200,6 +274,7 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
         figure = plot_passk_curves(curves, output_dir / f"passk_{file_stem(task)}.png", title=task,
                                    intervals=bands.get(task))
         figures[task] = figure
-        parts += [f"\n## {task}\n", f"\n![pass@k on {task}]({figure.name})\n\n", markdown_table(curves)]
+        parts += [f"\n## {task}\n"] + ([f"\n{notes[task]}.\n"] if task in notes else [])
+        parts += [f"\n![pass@k on {task}]({figure.name})\n\n", markdown_table(curves)]
     markdown = atomic_write_text(output_dir / "report.md", "".join(parts))
-    return Report(by_task, figures, markdown)
+    return Report(by_task, figures, markdown, notes)

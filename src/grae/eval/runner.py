@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from grae.io import atomic_write_json
+
 from .backends import HFSampler, Sampler, SamplingSettings
-from .records import RecordsError, RowWriter, atomic_write_json, iter_rows, repair_tail
+from .records import RecordsError, RowWriter, iter_rows, repair_tail
 from .stats import ProblemCounts, count_problems, passk_estimates
 
 

@@ -6,8 +6,9 @@ groups rows into problems and resamples problems for the intervals.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class ProblemCounts:
     def num_problems(self) -> int:
         return len(self.question_ids)
 
-    def subset(self, question_ids: Sequence[str]) -> "ProblemCounts":
+    def subset(self, question_ids: Sequence[str]) -> ProblemCounts:
         """The counts of ``question_ids`` (each must be present), in that order."""
         index = {q: i for i, q in enumerate(self.question_ids)}
         rows = [index[q] for q in question_ids]
@@ -74,7 +75,7 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
         samples = {q: samples[q] for q in wanted if q in samples}
     else:
         missing = []
-    for qid, items in samples.items():
+    for items in samples.values():
         items.sort(key=lambda item: item[0])  # stable: file order among equal / missing ids
     if not samples:
         raise RecordsError("no samples to count")
@@ -87,6 +88,15 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
         raise RecordsError(f"no problem has {n} samples (most has {max(sizes.values())})")
     c = [sum(label for _, label in samples[qid][:n]) for qid in kept]
     return ProblemCounts(kept, np.full(len(kept), n, dtype=np.int64), np.asarray(c, dtype=np.int64), dropped)
+
+
+def shared_problems(counts: Sequence[ProblemCounts]) -> list[str]:
+    """The question ids every one of ``counts`` has, in the first one's order (what a comparison of them
+    may be computed on)."""
+    if not counts:
+        return []
+    common = set(counts[0].question_ids).intersection(*(c.question_ids for c in counts[1:]))
+    return [q for q in counts[0].question_ids if q in common]
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,15 @@ An entry is one of
   that, any :func:`grae.data.get_task` name (``chain_sum``, ``rg:<generator>``, …): its held-out split;
 * ``NAME=PATH`` — benchmark ``NAME`` (its field mapping and answer extraction) read from a local file
   or dataset directory;
-* ``PATH`` — a local ``.jsonl``/``.ndjson``/``.json``/``.parquet`` file, all of it held out, fields
-  guessed by :func:`grae.data.map_generic_row`.
+* ``PATH`` or ``local:PATH`` (grae.data's name form) — a local ``.jsonl``/``.ndjson``/``.json``/``.parquet``
+  file, all of it held out, fields guessed by :func:`grae.data.map_generic_row`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .benchmarks import get_benchmark, is_benchmark
 
@@ -48,7 +49,7 @@ def resolve_task(entry: str, *, prompt_style: str | None = None, params: dict[st
         return get_benchmark(name, path, **kwargs)
     if is_benchmark(entry):
         return get_benchmark(entry, **kwargs)
-    path = Path(entry).expanduser()
+    path = Path(entry.removeprefix("local:")).expanduser()
     if path.suffix.lower() in LOCAL_SUFFIXES:
         if not path.is_file():
             raise FileNotFoundError(f"--tasks {entry}: no such file")

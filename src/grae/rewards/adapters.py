@@ -14,14 +14,22 @@ Every function here accepts ``**kwargs`` so that extra dataset columns never bre
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Pattern, Sequence
+from collections.abc import Sequence
+from re import Pattern
+from typing import Any, Protocol
 
 from grae.rewards.extract import completion_text
 from grae.rewards.shaping import AnswerFormat, format_reward, overlong_penalty
 from grae.rewards.verify import DEFAULT_TIMEOUT, verify_math_batch
 
-if TYPE_CHECKING:
-    from grae.data.base import Task
+
+class ScoringTask(Protocol):
+    """What :class:`TaskReward` needs of a task (every :class:`grae.data.Task` has it): a ``name`` and
+    ``score_batch(completions, examples) -> [0.0 | 1.0, …]``. grae.rewards does not import grae.data."""
+
+    name: str
+
+    def score_batch(self, completions: list[Any], examples: list[dict]) -> list[float]: ...
 
 
 def accuracy_reward(completions: Sequence[Any], answer: Sequence[Any], **kwargs: Any) -> list[float | None]:
@@ -93,7 +101,7 @@ class TaskReward(_Named):
     ``question``); a row without ``answer`` gets ``None``.
     """
 
-    def __init__(self, task: Task, name: str | None = None):
+    def __init__(self, task: ScoringTask, name: str | None = None):
         self.task = task
         self.__name__ = name or "accuracy"
 
@@ -122,17 +130,15 @@ class TaskReward(_Named):
                         self.task.score_batch([completion_text(completions[i]) for i in scored], examples))
 
 
-def make_reward_fn(task: Task | str, name: str | None = None, **task_params: Any) -> TaskReward:
-    """TRL reward function for a grae task (object or registry name, e.g. ``"chain_sum"``, ``"math"``).
+def make_reward_fn(task: ScoringTask, name: str | None = None) -> TaskReward:
+    """TRL reward function for a grae task object (``task.reward_fn(name)`` is the same); for a registry
+    name: ``grae.data.get_task("chain_sum", **params).reward_fn()``.
 
     ``__name__`` is ``name`` or ``"accuracy"``. The returned object is picklable (a class instance).
     """
     if isinstance(task, str):
-        from grae.data import get_task
-
-        task = get_task(task, **task_params)
-    elif task_params:
-        raise TypeError("task_params are only accepted together with a task name")
+        raise TypeError(f"make_reward_fn takes a task object; for the task named {task!r} use "
+                        f"grae.data.get_task({task!r}, **params).reward_fn()")
     return TaskReward(task, name)
 
 
@@ -140,6 +146,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "FormatReward",
     "OverlongReward",
+    "ScoringTask",
     "TaskReward",
     "accuracy_reward",
     "make_format_reward_fn",

@@ -15,7 +15,8 @@ import inspect
 import math
 import numbers
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from grae.rewards import _stats
 
@@ -244,6 +245,6 @@ def safe_reward(
     If ``fn`` fails on **every** sample of a call, :class:`RewardFunctionError` is raised, naming it.
     """
     cls = AsyncSafeReward if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)
+        getattr(fn, "__call__", None)  # noqa: B004  (an object's __call__ method itself: async or not)
     ) else SafeReward
     return cls(fn, fallback=fallback, timeout=timeout, name=name)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Pattern
+from re import Pattern
+from typing import Any, Literal
 
 from grae.rewards.extract import completion_text, extract_answer_tag, extract_boxed, extract_procedural_answer
 

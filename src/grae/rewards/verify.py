@@ -29,8 +29,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 from fractions import Fraction
 from typing import Any
 

@@ -19,8 +19,7 @@ from typing import Any
 
 import torch
 
-from .tasks import (DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, SFT_DATA_SEED,
-                    TinyTask, format_prompt, tokenizer_corpus)
+from .tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, SFT_DATA_SEED, TinyTask, format_prompt, tokenizer_corpus
 
 SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -144,7 +143,8 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
             if " ".join(e["question"].split()) in held_questions:
                 continue
             p = tokenizer(format_prompt(e["question"]), add_special_tokens=False)["input_ids"]
-            c = tokenizer(" " + _noisy_answer(str(e["answer"]), recipe, rng, noise), add_special_tokens=False)["input_ids"] + [eos]
+            answer = " " + _noisy_answer(str(e["answer"]), recipe, rng, noise)
+            c = tokenizer(answer, add_special_tokens=False)["input_ids"] + [eos]
             items.append((p, c))
         L = max(len(p) + len(c) for p, c in items)
         ids = torch.full((len(items), L), pad)

@@ -52,10 +52,12 @@ class TinyVLMRecipe(TinyRecipe):
     vision_heads: int = 4
     #: the SFT mix: visual task name -> its parameters (equal shares)
     tasks: dict[str, dict[str, Any]] = field(default_factory=lambda: {"count_shapes": {}, "bar_value": {}})
-    #: a short warm-up leaves an under-trained base: pass@1 well below pass@k, room for RL
-    sft_steps: int = 600
+    sft_steps: int = 800
     batch_size: int = 32
-    calib_steps: int = 0
+    #: stage 2 as for the LM (docs/tiny.md): half of the targets become a guess ("~" + a wrong number),
+    #: so the base spends about half of its mass on a mode the verifier never accepts — room for RL
+    calib_steps: int = 300
+    calib_lr: float = 3e-4
     label_noise: float = 0.5
     guess_deltas: tuple[int, ...] = (-3, -2, -1, 1, 2, 3)
 
@@ -135,7 +137,7 @@ def build_tiny_vlm(output_dir: str | Path, *, seed: int = 0, evaluate: bool = Tr
     ``evaluate``, the base model's held-out pass@k on each visual task goes into ``build_info.json``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grae.tiny import tiny_model_path
+    from grae.presets import tiny_model_path
 
     t_start = time.time()
     if num_threads:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from grae.io import append_jsonl, atomic_write_text
 
 #: metrics.jsonl column -> TRL/GraeTrainer log key
 COLUMNS = {
@@ -52,7 +53,7 @@ class MetricsJsonl(TrainerCallback):
         row = {"step": state.global_step}
         row.update({name: _clean(logs.get(key)) for name, key in COLUMNS.items()})
         row.update({k: _clean(v) for k, v in logs.items() if isinstance(v, (int, float))})
-        _append_jsonl(self.path, [row])
+        append_jsonl(self.path, [row])
 
 
 class GroupsJsonl(TrainerCallback):
@@ -72,7 +73,7 @@ class GroupsJsonl(TrainerCallback):
         if not self.owner or not groups or groups is self._written:
             return
         self._written = groups
-        _append_jsonl(self.path, [{"step": state.global_step, **group} for group in groups])
+        append_jsonl(self.path, [{"step": state.global_step, **group} for group in groups])
 
 
 class CompletionBudget(TrainerCallback):
@@ -93,18 +94,9 @@ def _restart_jsonl(path: Path, resume_step: int | None) -> None:
     """On resume keep the rows up to the checkpoint step (each step once); on a fresh run, none."""
     if resume_step is not None and path.exists():
         keep = [line for line in path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        os.replace(tmp, path)
+        atomic_write_text(path, "".join(line + "\n" for line in keep))
     elif resume_step is None and path.exists():
         path.unlink()
-
-
-def _append_jsonl(path: Path, rows: list[dict]) -> None:
-    with open(path, "a") as f:
-        f.write("".join(json.dumps(row) + "\n" for row in rows))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _clean(value):
@@ -118,14 +110,6 @@ def _step_of(line: str) -> int | None:
         return int(json.loads(line)["step"])
     except (ValueError, KeyError, TypeError):
         return None  # a torn last line from a kill
-
-
-def read_metrics(path: str | Path) -> list[dict]:
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        if _step_of(line) is not None:
-            rows.append(json.loads(line))
-    return rows
 
 
 class RichProgress(TrainerCallback):

@@ -82,6 +82,10 @@ class TrainConfig:
     trl: dict = field(default_factory=dict)
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    #: train a LoRA adapter instead of the full model: ``peft.LoraConfig`` keyword arguments (``{r: 16,
+    #: lora_alpha: 32, target_modules: all-linear}``), passed to TRL as ``peft_config``; None = full fine-tune.
+    #: ``final/`` then holds the adapter. Pushing to the hub is TRL's: ``trl: {push_to_hub: true, hub_model_id: …}``
+    peft: dict | None = None
     eval: EvalConfig = field(default_factory=EvalConfig)
     #: write report.md and PNG plots at the end
     report: bool = True
@@ -162,7 +166,8 @@ def coerce(hint: Any, value: Any, path: str) -> Any:
     """Check ``value`` against the annotation ``hint`` (ints are accepted for floats)."""
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value or {}, f"{path}.")
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None)) else (hint,)
+    unions = (typing.Union, getattr(__import__("types"), "UnionType", None))
+    options = typing.get_args(hint) if typing.get_origin(hint) in unions else (hint,)
     if value is None:
         if type(None) in options:
             return None
@@ -200,6 +205,8 @@ def validate(cfg: TrainConfig) -> None:
         cfg.sampling.check()
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if cfg.peft is not None:
+        lora_config(cfg.peft)
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
@@ -224,7 +231,8 @@ def validate(cfg: TrainConfig) -> None:
     from grae.eval.identity import looks_like_missing_path
 
     if looks_like_missing_path(cfg.model):
-        raise ConfigError(f"model: {cfg.model!r} does not exist (a local directory, a hub id org/name, or a preset: tiny, smollm2)")
+        raise ConfigError(f"model: {cfg.model!r} does not exist "
+                          "(a local directory, a hub id org/name, or a preset: tiny, tiny-vlm, smollm2)")
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
     for name, value in [("trl.learning_rate", args.learning_rate), ("trl.max_completion_length", args.max_completion_length)]:
         if value is not None and value <= 0:
@@ -237,6 +245,18 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.sampling.dynamic and args.num_generations < 2:
         raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
                           "a group of one has no reward variance")
+
+
+def lora_config(params: dict):
+    """``peft.LoraConfig(**params)``; errors name the ``peft.`` key and the fix."""
+    try:
+        from peft import LoraConfig
+    except ImportError:
+        raise ConfigError("peft: training a LoRA adapter needs the peft package: pip install peft") from None
+    try:
+        return LoraConfig(**{"task_type": "CAUSAL_LM", **params})
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"peft: {err} (peft.LoraConfig fields: r, lora_alpha, lora_dropout, target_modules, …)") from None
 
 
 #: GRPOConfig fields grae sets itself (from the top-level config or the run layout).

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "StorageFull", "QuotaExceeded")

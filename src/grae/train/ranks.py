@@ -9,7 +9,8 @@ On one process every function here is a plain call.
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from grae.train.config import ConfigError
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from grae.train.callbacks import read_metrics
-from grae.train.config import TrainConfig
+from grae.io import atomic_write_text
+from grae.train.rundir import METRICS_FILE, read_metrics
+
+if TYPE_CHECKING:
+    from grae.train.config import TrainConfig
 
 PANELS = [("reward_mean", "reward (batch mean)"), ("entropy", "entropy (nats/token)"), ("acr", "ACR (collapsed groups)"),
-          ("omega", "ω (batch mean reward)"), ("adv_pos_mass", "positive advantage mass"), ("adv_neg_mass", "negative advantage mass")]
+          ("omega", "ω (batch mean reward)"), ("adv_pos_mass", "positive advantage mass"),
+          ("adv_neg_mass", "negative advantage mass")]
 
 
 def plot_training_curves(rows: list[dict], path: Path, title: str) -> Path:
@@ -16,6 +21,7 @@ def plot_training_curves(rows: list[dict], path: Path, title: str) -> Path:
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(2, 3, figsize=(11, 6), dpi=120)
     steps = [r["step"] for r in rows]
@@ -30,6 +36,7 @@ def plot_training_curves(rows: list[dict], path: Path, title: str) -> Path:
             ax.plot(xs, smooth, linewidth=1.6)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -41,9 +48,8 @@ def plot_training_curves(rows: list[dict], path: Path, title: str) -> Path:
 def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], after: dict[int, float], *,
                        steps: int, train_seconds: float) -> Path:
     from grae.eval import markdown_table, plot_passk_curves
-    from grae.eval.records import atomic_write_text
 
-    rows = read_metrics(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
+    rows = read_metrics(out / METRICS_FILE) if (out / METRICS_FILE).exists() else []
     plot_training_curves(rows, out / "training.png", f"{cfg.estimator} on {cfg.task.name} ({cfg.model})")
     curves = {"base": before, f"after {cfg.estimator}": after} if before else {}
     if curves:
@@ -56,7 +62,8 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
         f"- model: `{cfg.model}`; estimator: `{cfg.estimator}` {cfg.estimator_params or ''}",
         f"- budget: {steps} steps, {train_seconds:.0f} s training wall time, "
         f"{completions} completions/step (G = {trl.get('num_generations', 8)}), seed {cfg.seed}",
-        f"- held-out: {cfg.eval.num_problems} problems × n = {cfg.eval.n} samples, T = {cfg.eval.temperature}",
+        (f"- held-out: {cfg.eval.num_problems} problems × n = {cfg.eval.n} samples, T = {cfg.eval.temperature}"
+         if cfg.eval.enabled else "- held-out: not evaluated (eval.enabled: false); `grae eval final/` evaluates the model"),
         "",
     ]
     if curves:

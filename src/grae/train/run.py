@@ -26,6 +26,7 @@ Exit status of an interrupted run (SIGINT/SIGTERM: the current step finishes, a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grae.eval.identity import model_identity, trained_identity
-from grae.train.config import TrainConfig, grpo_config, to_dict
+from grae.train.config import TrainConfig, grpo_config, lora_config, to_dict
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
@@ -107,8 +108,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         if not (cfg.eval.enabled and main):
             return {}
         path = out / "eval" / f"{which}.jsonl"
-        with disk_full_is_resumable(f"writing held-out samples into {path}", path, newest):
-            return evaluate_heldout(cfg, weights, processing, heldout, task, path, log, identity=identity())
+        with disk_full_is_resumable(f"writing held-out samples into {path}", path, newest), \
+                _progress_bar(console if progress else None, f"held-out {which}") as bar:
+            return evaluate_heldout(cfg, weights, processing, heldout, task, path, log, identity=identity(), progress=bar)
 
     before = heldout_pass_at_k("before", model, lambda: model_identity(cfg.model, model_path, model))
     wait_for_everyone(args)
@@ -138,6 +140,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         loss_agg_mode=cfg.loss_agg_mode,
         dual_clip=cfg.dual_clip,
         sampling=cfg.sampling,
+        peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
     )
     trainer.grae_run_id = run_id
     for watcher in watchers:
@@ -174,7 +177,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         return RunResult(out, steps, train_seconds, main=False)
 
     after = heldout_pass_at_k("after", trainer.model, lambda: trained_identity(run_id, steps))
-    from grae.eval import atomic_write_json
+    from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
                "generated_completions": trainer.grae_generated_completions,
@@ -210,7 +213,7 @@ def _logger(console):
 
 
 def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: Path, log, *,
-                     identity: str | None = None) -> dict[int, float]:
+                     identity: str | None = None, progress=None) -> dict[int, float]:
     """Held-out pass@k of ``model`` (named by ``identity``) with ``cfg.eval``'s settings, resumable into
     ``path``. Rows there from other weights or settings (an extended run's old step) are replaced."""
     from grae.eval import evaluate
@@ -225,9 +228,23 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
         discard_rows(path)
     result = evaluate(model, processing, heldout, task, n=e.n, temperature=e.temperature, top_p=e.top_p,
                       max_tokens=e.max_tokens, batch_size=e.batch_size, seed=e.seed, output_path=path,
-                      identity=identity)
+                      identity=identity, progress=progress)
     log(f"{path.stem}: " + "  ".join(f"pass@{k}={v:.3f}" for k, v in result.curve.items()) + f"  ({result.seconds:.0f}s)")
     return dict(result.curve)
+
+
+@contextlib.contextmanager
+def _progress_bar(console, label: str):
+    """``progress(done, total)`` drawing the bar ``grae eval`` draws (None without a console)."""
+    if console is None:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(label, markup=False), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True) as bar:
+        job = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(job, completed=done, total=total)
 
 
 def _save_final(trainer, processing, target: Path, args) -> None:

@@ -26,14 +26,18 @@ from typing import Any
 
 import yaml
 
-from grae.eval.records import atomic_write_json, atomic_write_text
+from grae.io import atomic_write_json, atomic_write_text, read_jsonl
 from grae.train.config import ConfigError
 
 RUN_FILE = "run.json"
+#: one JSON line per logged training step (grae.train.callbacks writes it)
+METRICS_FILE = "metrics.jsonl"
 #: configuration keys a ``--resume`` may change
 RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir")
 #: what marks a directory as a grae run's (``config.yaml``: runs from before run.json existed)
 RUN_MARKERS = (RUN_FILE, "config.yaml")
+#: files a new run may find in its directory: ``grae compare``'s job configuration (its job folders)
+PRE_RUN_FILES = ("job.yaml",)
 
 
 def fingerprint(config: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +107,7 @@ def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, d
         hint = "--resume continues it (only max_steps and eval settings may change)" if record else ""
         raise ConfigError(f"output_dir: {out} holds {what}; " + (f"{hint}, " if hint else "")
                           + "--overwrite clears it, or choose another --output-dir")
-    elif out.is_dir() and any(out.iterdir()):
+    elif out.is_dir() and any(entry.name not in PRE_RUN_FILES for entry in out.iterdir()):
         raise ConfigError(f"output_dir: {out} is not empty and holds no grae run; choose another --output-dir")
     if dry_run:
         return None
@@ -144,3 +148,16 @@ def _clear(out: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """The step rows of a run's ``metrics.jsonl`` (rows without an integer ``step`` are left out; the torn
+    last line of a killed writer is ignored)."""
+    return [row for row in read_jsonl(path) if _step_of(row) is not None]
+
+
+def _step_of(row: dict) -> int | None:
+    try:
+        return int(row["step"])
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -29,8 +29,6 @@ logger = logging.getLogger("grae.engines.verl")
 #: verl names are the grae names with this prefix: they can never clash with verl's own
 #: (``grpo`` and ``gae`` are special-cased inside verl's dispatcher and would bypass the registry).
 PREFIX = "grae_"
-#: policy losses grae registers in verl's ``POLICY_LOSS_REGISTRY``.
-LOSS_NAMES = ("grae_ppo", "grae_gspo")
 #: the entry point ``[project.entry-points."verl.plugins"]`` declares.
 ENTRY_POINT = ("grae", "grae.engines.verl.plugin")
 
@@ -69,6 +67,13 @@ def registered_names() -> dict[str, list[str]]:
     }
 
 
+def missing_names(present: dict[str, list[str]]) -> list[str]:
+    """The grae estimator and loss names absent from ``present`` (:func:`registered_names`); imports verl."""
+    from grae.engines.verl.losses import LOSSES
+
+    return sorted(set(estimator_names()) - set(present["estimators"])) + sorted(set(LOSSES) - set(present["losses"]))
+
+
 def check() -> dict[str, list[str]]:
     """Raise ``RuntimeError`` unless every grae estimator and loss is registered in verl.
 
@@ -84,7 +89,7 @@ def check() -> dict[str, list[str]]:
             "verl swallows plugin errors, so grae's estimators are missing from verl's registry."
         ) from _plugin_error
     present = registered_names()
-    missing = sorted(set(estimator_names()) - set(present["estimators"])) + sorted(set(LOSS_NAMES) - set(present["losses"]))
+    missing = missing_names(present)
     if missing:
         hint = (
             "the plugin was never imported: install grae with its verl extra (pip install 'grae[verl]', which declares "
@@ -105,12 +110,12 @@ def last_metrics() -> dict[str, Any]:
 
 
 __all__ = [
-    "LOSS_NAMES",
     "PREFIX",
     "check",
     "estimator_names",
     "grae_name",
     "last_metrics",
+    "missing_names",
     "registered_names",
     "verl_name",
 ]

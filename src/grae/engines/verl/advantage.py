@@ -48,7 +48,8 @@ import torch
 from torch import Tensor
 
 from grae.advantage import describe, get_estimator, with_reward_correction
-from grae.eval.records import atomic_write_json
+from grae.engines import STATE_FILE  # the estimator state file in verl's global_step_N/, as in TRL's
+from grae.io import append_jsonl, atomic_write_json
 
 logger = logging.getLogger("grae.engines.verl")
 
@@ -57,8 +58,6 @@ OPTION_KEYS = ("drop_renorm", "reward_correction", "metrics_path", "resume_state
 #: verl 0.9.1 ``agg_loss`` modes.
 VERL_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm", "seq-mean-token-mean")
 RESUME_STATES = ("require", "fresh")
-#: estimator state file written into verl's ``global_step_N/`` checkpoint folder (same name as the TRL engine's).
-STATE_FILE = "grae_estimator_state.json"
 
 #: estimator cache: key (name + params + correction, JSON) → estimator object.
 CACHE: dict[str, Any] = {}
@@ -323,7 +322,8 @@ def compute_grae_advantage(
                            "the %s. Set +algorithm.grae.drop_renorm=<your actor.loss_agg_mode> to be explicit.", name, source)
 
     mask = response_mask.to(device=token_level_rewards.device)
-    scores = advantages.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype).unsqueeze(-1) * mask.to(token_level_rewards.dtype)
+    dtype = token_level_rewards.dtype
+    scores = advantages.to(device=token_level_rewards.device, dtype=dtype).unsqueeze(-1) * mask.to(dtype)
 
     step = current_step()
     metrics = {k: float(v) for k, v in result.metrics.items()}
@@ -339,10 +339,7 @@ def compute_grae_advantage(
 
 
 def _append_jsonl(path: str, record: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-    with open(path, "a") as f:
-        f.write(json.dumps(clean) + "\n")
+    append_jsonl(path, [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}])
 
 
 def make_estimator_fn(name: str):

@@ -37,8 +37,9 @@ from typing import Any
 
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 
+from grae.engines import STATE_FILE
 from grae.engines.verl import advantage as adv
-from grae.eval.records import atomic_write_json
+from grae.io import atomic_write_json
 
 logger = logging.getLogger("grae.engines.verl")
 FORMAT = adv.STATE_FORMAT
@@ -82,7 +83,7 @@ def save_state(checkpoint_dir: str, global_step: int | None) -> str | None:
     state = adv.snapshot(global_step)
     if state is None:
         return None
-    return str(atomic_write_json(os.path.join(checkpoint_dir, adv.STATE_FILE), state))
+    return str(atomic_write_json(os.path.join(checkpoint_dir, STATE_FILE), state))
 
 
 def load_state(folder: str | None, snapshot_dir: str | None = None) -> None:
@@ -91,13 +92,13 @@ def load_state(folder: str | None, snapshot_dir: str | None = None) -> None:
     adv.RESUME.update(callback=True, folder=folder, file_found=False)
     if folder is None:
         return
-    path = os.path.join(folder, adv.STATE_FILE)
+    path = os.path.join(folder, STATE_FILE)
     step = re.search(r"global_step_(\d+)$", os.path.normpath(folder))
     if not os.path.exists(path) and snapshot_dir and step:
         path = os.path.join(snapshot_dir, f"global_step_{step.group(1)}.json")
         if os.path.exists(path):
             logger.warning("grae: %s has no %s (verl stopped between its tracker file and on_save); "
-                           "estimator state from the step's snapshot %s", folder, adv.STATE_FILE, path)
+                           "estimator state from the step's snapshot %s", folder, STATE_FILE, path)
     if not os.path.exists(path):
         return
     with open(path) as f:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from grae.io import atomic_path
 
@@ -68,7 +69,8 @@ def verl_row(example: dict, index: int, *, task_name: str, task_params: dict, sp
     """One verl RL-dataset row for one grae example (keys: question_id, question, prompt, answer)."""
     missing = [k for k in ("question_id", "prompt", "answer") if k not in example]
     if missing:
-        raise ValueError(f"example {index}: missing {', '.join(missing)} (grae.data examples carry question_id, question, prompt, answer, task)")
+        raise ValueError(f"example {index}: missing {', '.join(missing)} (grae.data examples carry question_id, "
+                         "question, prompt, answer, task)")
     image = example.get("image")
     stored = {k: v for k, v in example.items() if k != "image"}  # the image travels in the images column
     row = {

@@ -33,7 +33,7 @@ The estimator side handles them (``grae.engines.verl.advantage.drop_renorm_facto
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from verl.workers.config import PolicyLossConfig
@@ -103,7 +103,7 @@ def grae_policy_loss(
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     loss_agg_mode: str = "token-mean",
-    config: Optional[Any] = None,
+    config: Any | None = None,
     rollout_is_weights: torch.Tensor | None = None,
     *,
     ratio_level: str | None = None,

@@ -51,7 +51,7 @@ def register() -> dict[str, list[str]]:
 
     # Self-check: verl swallows plugin errors, so verify here rather than at the first training step.
     present = _pkg.registered_names()
-    missing = sorted(set(_pkg.estimator_names()) - set(present["estimators"])) + sorted(set(LOSSES) - set(present["losses"]))
+    missing = _pkg.missing_names(present)
     if missing:
         raise RuntimeError(f"grae verl plugin: {', '.join(missing)} missing from verl's registries after registration")
     return present

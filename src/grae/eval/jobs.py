@@ -1,0 +1,334 @@
+"""``grae eval`` as a library call: one model on several tasks into one output directory, resumable.
+
+:func:`evaluate_tasks` does everything the command does but parse options and print: it checks the
+settings, resolves the ``--tasks`` entries, refuses (or, with ``overwrite``, replaces) rows of other
+weights or settings before the model loads, then samples each task with :func:`grae.eval.runner.run_samples`
+(rows already on disk are resumed), writes ``<task>.summary.json``, the combined ``summary.json`` and
+``passk.png``. What it reports on the way goes through callbacks; what it refuses raises :class:`EvalError`.
+
+Output directory::
+
+    <task>.jsonl          rows (grae.eval.records)         <task>.run.json   what produced them
+    <task>.summary.json   one task's summary               summary.json      every task of this model
+    passk.png             pass@k curves of the tasks evaluated by this call
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grae.io import atomic_write_json
+
+from . import runner
+from .records import RecordsError, file_stem
+from .runner import EvalResult
+
+#: ``progress(task_name, total_samples)``: a context manager giving ``update(samples_done, samples_total)``
+ProgressFactory = Callable[[str, int], AbstractContextManager[Callable[[int, int], None]]]
+
+
+class EvalError(Exception):
+    """An evaluation that cannot start or finish. ``exit_code`` is 2 for settings or an output directory
+    it refuses (nothing was changed), 1 for a failure on the way (a model that does not load, unreadable
+    rows)."""
+
+    def __init__(self, message: Any, exit_code: int = 1):
+        super().__init__(str(message))
+        self.exit_code = exit_code
+
+
+def model_label(model: str) -> str:
+    """The default label of ``model``: ``tiny``, a local directory's name, or the hub id with ``/`` → ``__``."""
+    path = Path(model).expanduser()
+    if model == "tiny":
+        return "tiny"
+    if path.exists():
+        return path.resolve().name
+    return model.replace("/", "__")
+
+
+def local_weights(model: str) -> Path | None:
+    """The directory holding ``model``'s weights when they are on disk (the tiny preset, a local path)."""
+    if model == "tiny":
+        from grae.presets import tiny_model_path
+
+        return Path(tiny_model_path())
+    path = Path(model).expanduser()
+    return path if path.is_dir() else None
+
+
+def train_run_files(output: Path) -> Path | None:
+    """The ``grae train`` run directory whose own files ``output`` would mix with (``output`` is the run
+    directory or its ``eval/``); None otherwise. ``-o runs/x/math`` beside a run's files is fine."""
+    from grae.train.rundir import RUN_FILE
+
+    for run in (output, output.parent) if output.name == "eval" else (output,):
+        if (run / RUN_FILE).is_file():
+            return run
+    return None
+
+
+@dataclass
+class PlannedTask:
+    """One ``--tasks`` entry, resolved: the :mod:`grae.data` task and the parameters it was built with."""
+
+    entry: str
+    task: Any
+    params: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return getattr(self.task, "name", self.entry)
+
+
+@dataclass
+class EvalPlan:
+    """What :func:`evaluate_tasks` is about to do, known before the model loads."""
+
+    model: str
+    identity: str
+    label: str
+    output: Path
+    backend: str
+    batch_size: int
+    n: int
+    temperature: float
+    top_p: float
+    max_tokens: int | None
+    seed: int
+    prompt_style: str | None
+    tasks: list[PlannedTask]
+
+    def meta(self, planned: PlannedTask) -> dict[str, Any]:
+        """The settings recorded beside a task's rows (and checked when they are resumed)."""
+        from .tasks import default_max_tokens
+
+        return {"model": self.model, "identity": self.identity, "label": self.label, "backend": self.backend,
+                "temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens or default_max_tokens(planned.task), "batch_size": self.batch_size,
+                "task_params": planned.params, "prompt_style": self.prompt_style}
+
+    def rows_path(self, planned: PlannedTask) -> Path:
+        return self.output / f"{file_stem(planned.name)}.jsonl"
+
+
+@dataclass
+class TasksResult:
+    """What :func:`evaluate_tasks` produced: one :class:`~grae.eval.runner.EvalResult` and summary per task."""
+
+    plan: EvalPlan
+    #: the combined ``summary.json`` (every task of this model in the output directory)
+    summary_path: Path
+    results: dict[str, EvalResult] = field(default_factory=dict)
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``passk.png`` (None when no task was evaluated)
+    figure: Path | None = None
+
+    @property
+    def rows_paths(self) -> list[Path]:
+        return [self.plan.output / f"{file_stem(name)}.jsonl" for name in self.results]
+
+
+def _check_settings(model: str, *, n: int, temperature: float, top_p: float, max_tokens: int | None,
+                    num_problems: int | None, batch_size: int | None, output: Path | None) -> None:
+    from .identity import looks_like_missing_path
+
+    bad = [(name, rule, value) for name, value, rule, ok in [
+        ("--n", n, ">= 1", n >= 1), ("--temperature", temperature, ">= 0 (0 = greedy)", temperature >= 0),
+        ("--top-p", top_p, "in (0, 1]", 0 < top_p <= 1),
+        ("--max-tokens", max_tokens, ">= 1", max_tokens is None or max_tokens >= 1),
+        ("--num-problems", num_problems, ">= 1", num_problems is None or num_problems >= 1),
+        ("--batch-size", batch_size, ">= 1", batch_size is None or batch_size >= 1),
+        ("--output", str(output), "a directory name", output is None or str(output).strip() not in ("", "."))] if not ok]
+    if bad:
+        raise EvalError("; ".join(f"{name} must be {rule}, got {value!r}" for name, rule, value in bad), exit_code=2)
+    if looks_like_missing_path(model):
+        raise EvalError(f"model {model!r} does not exist (a local directory, a hub id org/name, or a preset: tiny, "
+                        "smollm2)", exit_code=2)
+
+
+def plan_tasks(
+    model: str,
+    tasks: Sequence[str],
+    *,
+    n: int = 256,
+    temperature: float = 0.6,
+    top_p: float = 0.95,
+    max_tokens: int | None = None,
+    num_problems: int | None = None,
+    output: str | Path | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+    backend: str = "auto",
+    prompt_style: str | None = None,
+    task_params: dict[str, Any] | None = None,
+    label: str | None = None,
+    overwrite: bool = False,
+    log: Callable[[str], None] = print,
+) -> EvalPlan:
+    """Check the settings, resolve the tasks and clear the way in the output directory (see
+    :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
+    from .backends import DEFAULT_BATCH_SIZE, select_backend
+    from .identity import model_identity
+    from .tasks import resolve_task, split_task_list
+
+    output = Path(output) if output is not None else None
+    _check_settings(model, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                    num_problems=num_problems, batch_size=batch_size, output=output)
+    label = label or model_label(model)
+    output = output or Path("eval") / label
+    params = dict(task_params or {})
+    identity = model_identity(model, local_weights(model))
+    try:
+        chosen = select_backend(backend)
+        resolved = []
+        for entry in split_task_list(tasks):
+            entry_params = params
+            if model == "tiny" and entry == "chain_sum" and not params:  # the tiny model's own distribution
+                from grae.tiny.tasks import DEFAULT_TASK_KWARGS
+
+                entry_params = dict(DEFAULT_TASK_KWARGS)
+                log(f"chain_sum with the tiny model's settings {entry_params} (override with --task-param)")
+            resolved.append(PlannedTask(entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params),
+                                        entry_params))
+    except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
+        raise EvalError(err, exit_code=2) from err
+    if not resolved:
+        raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
+    plan = EvalPlan(model=model, identity=identity, label=label, output=output, backend=chosen,
+                    batch_size=batch_size or DEFAULT_BATCH_SIZE[chosen], n=n, temperature=temperature, top_p=top_p,
+                    max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved)
+
+    # one model's results per directory: rows of other weights or settings are refused (or, with
+    # overwrite, replaced) before the model loads; a refused call changes nothing
+    held_by_train = train_run_files(output)
+    if held_by_train:
+        raise EvalError(f"{output} holds the files of the grae train run in {held_by_train}; choose another --output",
+                        exit_code=2)
+    stale = runner.conflicts(output, identity, {plan.rows_path(p): {**plan.meta(p), "task": p.name, "seed": seed}
+                                                for p in resolved})
+    if stale and not overwrite:
+        raise EvalError(f"{output} holds samples of another model or other settings ("
+                        + "; ".join(f"{rows.name}: {reason}" for rows, reason in stale.items())
+                        + "); --overwrite replaces them, or choose another --output", exit_code=2)
+    for rows in stale:
+        runner.discard_rows(rows)
+    return plan
+
+
+def run_plan(
+    plan: EvalPlan,
+    *,
+    num_problems: int | None = None,
+    device: str | None = None,
+    dtype: str = "auto",
+    progress: ProgressFactory | None = None,
+    on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
+) -> TasksResult:
+    """Sample every planned task (one model load for all), resuming rows on disk; write each task's
+    summary, the combined ``summary.json`` and ``passk.png``. A Ctrl-C (KeyboardInterrupt) leaves every
+    finished batch on disk: the same call resumes."""
+    from .backends import ModelLoadError, SamplingSettings, make_sampler
+    from .report import plot_passk_curves
+    from .tasks import default_max_tokens, load_examples
+
+    output, n = plan.output, plan.n
+    out = TasksResult(plan, output / "summary.json")
+    combined = json.loads(out.summary_path.read_text()) if out.summary_path.exists() else {}
+    combined.update(model=plan.model, identity=plan.identity, label=plan.label, backend=plan.backend)
+    combined["tasks"] = {name: summary for name, summary in combined.get("tasks", {}).items()
+                         if summary.get("identity") == plan.identity}  # other weights' tasks were replaced
+    sampler = None
+    for planned in plan.tasks:
+        task = planned.task
+        settings = SamplingSettings(plan.temperature, plan.top_p, plan.max_tokens or default_max_tokens(task))
+        try:
+            examples = load_examples(task, num_problems)
+            if sampler is None:  # one model load for all tasks
+                sampler = make_sampler(plan.model, settings, backend=plan.backend, device=device, dtype=dtype)
+            sampler.settings = settings
+        except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
+            raise EvalError(err, exit_code=1) from err
+        name = planned.name
+        stem = file_stem(name)
+        bar = progress(name, len(examples) * n) if progress is not None else nullcontext(None)
+        with bar as update:
+            try:
+                result = runner.run_samples(sampler, examples, task, n=n, batch_size=plan.batch_size, seed=plan.seed,
+                                            output_path=output / f"{stem}.jsonl", settings=plan.meta(planned),
+                                            progress=update)
+            except RecordsError as err:
+                raise EvalError(err, exit_code=1) from err
+        summary = {**result.summary(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        atomic_write_json(output / f"{stem}.summary.json", summary)
+        combined["tasks"][name] = summary
+        atomic_write_json(out.summary_path, combined)
+        out.results[name] = result
+        out.summaries[name] = summary
+        if on_task is not None:
+            on_task(name, result, summary)
+    if out.results:
+        out.figure = plot_passk_curves({name: r.curve for name, r in out.results.items()}, output / "passk.png",
+                                       title=f"{plan.label} (n={n}, T={plan.temperature})",
+                                       intervals={name: r.intervals for name, r in out.results.items()})
+    return out
+
+
+def evaluate_tasks(
+    model: str,
+    tasks: Sequence[str],
+    *,
+    n: int = 256,
+    temperature: float = 0.6,
+    top_p: float = 0.95,
+    max_tokens: int | None = None,
+    num_problems: int | None = None,
+    output: str | Path | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+    backend: str = "auto",
+    prompt_style: str | None = None,
+    task_params: dict[str, Any] | None = None,
+    label: str | None = None,
+    device: str | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+    log: Callable[[str], None] = print,
+    on_start: Callable[[EvalPlan], None] | None = None,
+    progress: ProgressFactory | None = None,
+    on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
+) -> TasksResult:
+    """Evaluate ``model`` on ``tasks`` (``grae eval``; entries as in :mod:`grae.eval.tasks`) into ``output``
+    [default: ``eval/<label>``] and return the results per task.
+
+    Args:
+        model: a local directory, a preset (``tiny``, ``smollm2``) or a hub id.
+        tasks: ``--tasks`` entries (each may be comma-separated).
+        n, temperature, top_p, max_tokens, seed: sampling (``max_tokens`` None: the task's default).
+        num_problems: first N held-out problems (None: all of a dataset, 100 of a procedural task).
+        batch_size: sequences per generate call (None: 64 on hf, 8192 on vllm).
+        backend: ``auto``, ``hf`` or ``vllm``; ``device``/``dtype``: the hf backend's.
+        task_params: parameters for :func:`grae.data.get_task` (procedural tasks).
+        label: the model's label in summaries and figures (None: :func:`model_label`).
+        overwrite: replace rows in ``output`` of other weights or other settings (otherwise refused).
+        log: informational lines; ``on_start(plan)``: once, after the checks, before the model loads;
+            ``progress``: see :data:`ProgressFactory`; ``on_task(name, result, summary)``: after each task.
+
+    Raises:
+        EvalError: ``exit_code`` 2 when refused before anything changed (bad settings, unknown task,
+            rows of another model or settings without ``overwrite``, a ``grae train`` run directory);
+            1 when the model does not load or rows cannot be read.
+        KeyboardInterrupt: passed on; every finished batch is on disk and the same call resumes.
+    """
+    plan = plan_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                      num_problems=num_problems, output=output, batch_size=batch_size, seed=seed, backend=backend,
+                      prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log)
+    if on_start is not None:
+        on_start(plan)
+    return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task)

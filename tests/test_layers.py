@@ -1,0 +1,174 @@
+"""The package's layering: the core imports no engine, and no grae module imports itself back.
+
+* The core (``grae.advantage``, ``grae.loss``, ``grae.metrics``, ``grae.groups``, ``grae.theory``) imports
+  only torch and numpy, as the README promises: checked in a fresh interpreter.
+* No import cycle among grae's modules, counting the imports inside functions (which hide a cycle from
+  the interpreter until the function runs) and those under ``TYPE_CHECKING`` (a type-only back-reference
+  is still a lower layer knowing a higher one: give the lower layer a Protocol, as
+  ``grae.rewards.adapters.ScoringTask``). Read from the source with :mod:`ast`, so nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+CORE = ("grae.advantage", "grae.loss", "grae.metrics", "grae.groups", "grae.theory")
+#: what the core must not pull in: the engines, tasks and CLI's dependencies (the `train`/`verl` extras)
+HEAVY = ("transformers", "trl", "datasets", "accelerate", "verl", "vllm", "reasoning_gym", "math_verify",
+         "matplotlib", "typer", "rich", "yaml", "pyarrow")
+
+
+def imported_by(modules: tuple[str, ...], src: Path = SRC) -> list[str]:
+    """The top-level packages of :data:`HEAVY` in ``sys.modules`` after importing ``modules`` (from
+    ``src``) in a fresh interpreter."""
+    code = (f"import sys; sys.path.insert(0, {str(src)!r}); import json\n"
+            + "".join(f"import {m}\n" for m in modules)
+            + f"print(json.dumps(sorted(p for p in {list(HEAVY)!r} if p in sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_core_imports_no_engine_dependency():
+    loaded = imported_by(CORE)
+    assert not loaded, (f"importing {', '.join(CORE)} imported {', '.join(loaded)}: the core must import only torch "
+                        "and numpy (README); import those inside the function that needs them, or move the code out "
+                        "of the core")
+
+
+# -- import cycles ---------------------------------------------------------------------------------
+
+
+def module_files(src: Path = SRC, package: str = "grae") -> dict[str, tuple[Path, bool]]:
+    """``{module name: (file, is a package __init__)}`` for every module of ``package`` under ``src``."""
+    out = {}
+    for path in sorted((src / package).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def import_graph(src: Path = SRC, package: str = "grae") -> dict[str, dict[str, int]]:
+    """``{module: {imported grae module: line}}`` from every ``import`` statement anywhere in the module
+    (top level, functions, ``TYPE_CHECKING`` blocks). ``from a.b import c`` is an edge to ``a.b.c`` when that
+    is a module, else to ``a.b``; ``import a.b.c`` to the longest prefix that is a module."""
+    modules = module_files(src, package)
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, (path, is_package) in modules.items():
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            targets: list[str | None] = []
+            if isinstance(node, ast.Import):
+                targets = [known(alias.name) for alias in node.names if alias.name.split(".")[0] == package]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the module's package, one level up per extra dot
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    origin = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    origin = node.module or ""
+                if origin.split(".")[0] != package:
+                    continue
+                targets = [f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in modules else known(origin)
+                           for alias in node.names]
+            for target in targets:
+                if target and target != module:
+                    edges.setdefault(target, node.lineno)
+        graph[module] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One cycle (``[a, b, …, a]``) per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for component in components:  # a shortest way from the component's first module back to itself
+        members, start = set(component), component[0]
+        paths = {start: [start]}
+        frontier = [start]
+        while frontier and start not in [w for v in frontier for w in graph[v]]:
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph[v]):
+                    if w in members and w not in paths:
+                        paths[w] = paths[v] + [w]
+                        nxt.append(w)
+            frontier = nxt
+        last = next(v for v in frontier if start in graph[v])
+        cycles.append(paths[last] + [start])
+    return cycles
+
+
+def describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    return " → ".join(f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])) + f" → {cycle[-1]}"
+
+
+def test_no_import_cycle_among_grae_modules():
+    graph = import_graph()
+    assert len(graph) > 50, sorted(graph)
+    cycles = import_cycles(graph)
+    assert not cycles, "import cycles (break them by moving what both sides need into the lower layer):\n" + "\n".join(
+        describe(c, graph) for c in cycles)
+
+
+def test_the_cycle_check_sees_imports_in_functions_relative_and_type_only(tmp_path):
+    """The check itself: a package whose cycles hide in a function, a relative import and a TYPE_CHECKING
+    block is caught; the same package without the back-references is clean."""
+    package = tmp_path / "grae"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("from .base import Base\n")
+    (package / "low" / "base.py").write_text("class Base:\n    pass\n")
+    (package / "high.py").write_text("from grae.low import Base\n")
+    assert import_cycles(import_graph(tmp_path)) == []
+    backrefs = {
+        "function": "def f():\n    from grae.high import x\n",
+        "relative": "def f():\n    from .. import high\n",
+        "type-only": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import grae.high\n",
+    }
+    for kind, code in backrefs.items():
+        (package / "low" / "base.py").write_text("class Base:\n    pass\n" + code)
+        cycles = import_cycles(import_graph(tmp_path))
+        assert len(cycles) == 1 and set(cycles[0]) == {"grae.high", "grae.low", "grae.low.base"}, (kind, cycles)
