@@ -50,6 +50,14 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
     assert "![pass@k difference vs baseline](passk_vs_baseline.png)" in report
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["methods"]) == {"grpo", "ngrpo"}
+    # method − base model, paired on the problem: pass@1 is the mean label, recomputed here from the rows
+    assert "Paired difference vs the base model" in report and "Where the update goes over training" in report
+    base_p1 = _per_problem_pass1(out / "base" / "before.jsonl")
+    for method in ("grpo", "ngrpo"):
+        per_seed = [_per_problem_pass1(out / "jobs" / method / f"seed{s}" / "eval" / "after.jsonl") for s in (0, 1)]
+        expected = np.mean([[after[q] - base_p1[q] for q in base_p1] for after in per_seed])
+        assert summary["vs_base"][method]["1"]["mean"] == pytest.approx(expected, abs=1e-9)
+        assert summary["update_allocation"][method]["omega"][-1] >= 0
 
     mtimes = {p: p.stat().st_mtime for p in out.glob("jobs/*/seed*/eval/summary.json")}
     assert len(mtimes) == 4
@@ -91,14 +99,26 @@ def test_two_level_bootstrap_and_pairing():
     assert all(v.mean == 0 and v.lo == 0 and v.hi == 0 for v in same.values())
 
 
+def _per_problem_pass1(path) -> dict[str, float]:
+    labels: dict[str, list[bool]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        labels.setdefault(row["question_id"], []).append(bool(row["label"]))
+    return {q: float(np.mean(v)) for q, v in labels.items()}
+
+
 def test_committed_studies_validate():
     from pathlib import Path
 
-    studies = sorted((Path(__file__).resolve().parent.parent / "studies").glob("*.yaml"))
+    root = Path(__file__).resolve().parent.parent / "studies"
+    studies = sorted(root.glob("*.yaml"))
     assert len(studies) >= 3
     for path in studies:
         cfg = load_compare_config(path)
         assert len(cfg.seeds) >= 5 and cfg.baseline in cfg.methods
+    # design sweeps (fewer seeds, to choose a testbed) validate too
+    for path in sorted((root / "design").glob("*.yaml")):
+        assert load_compare_config(path).baseline in load_compare_config(path).methods
 
 
 def test_shared_jobs_dir_reuses_same_config_and_refuses_a_different_one(tmp_path):

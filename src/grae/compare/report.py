@@ -66,12 +66,14 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     diffs = {m: paired_vs_baseline(e["counts"], data[cfg.baseline]["counts"], ks, draws=cfg.bootstrap)
              for m, e in data.items() if m != cfg.baseline}
     base_path = out / "base" / "before.jsonl"
-    base = None
+    base, vs_base = None, {}
     if base_path.exists():
         from grae.eval.stats import per_problem_passk
 
         counts = count_problems(read_rows(base_path))
         base = dict(zip(ks, two_level_bootstrap(per_problem_passk(counts, ks)[None], cfg.bootstrap)))
+        vs_base = {m: paired_vs_baseline(e["counts"], dict.fromkeys(e["counts"], counts), ks, draws=cfg.bootstrap)
+                   for m, e in data.items()}
 
     curves = {m: {k: iv.mean for k, iv in r.items()} for m, r in results.items()}
     bands = {m: {k: (iv.lo, iv.hi) for k, iv in r.items()} for m, r in results.items()}
@@ -117,10 +119,13 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = share of draws on the other side "
               "of 0)", "",
               "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
-    for m, d in diffs.items():
-        lines.append(f"| {m} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] "
-                                              f"p={d[k].p_opposite:.2f}"
-                                              for k in ks) + " |")
+    lines += [difference_row(m, d, ks) for m, d in diffs.items()]
+    if vs_base:
+        lines += ["", "## Paired difference vs the base model (points; mean [95% CI], p as above)", "",
+                  "Each seed's per-problem pass@k minus the base model's on the same problem (the base is evaluated "
+                  "once: its samples are shared by every seed).", "",
+                  "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+        lines += [difference_row(m, d, ks) for m, d in vs_base.items()]
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
     lines += ["## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
@@ -133,6 +138,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "![dynamics](dynamics.png)", ""]
     lines += training_passk_lines(data, int(trl.get("num_generations", 8)), draws=cfg.bootstrap)
+    allocation = update_allocation(data)
+    lines += update_allocation_lines(allocation)
     if len(cfg.seeds) < 5:
         lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed-level bootstrap "
                   "underestimates the spread between seeds. Treat the intervals as optimistic.", ""]
@@ -141,11 +148,67 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     atomic_write_json(out / "summary.json", {
         "ks": ks, "methods": {m: {str(k): vars(iv) for k, iv in r.items()} for m, r in results.items()},
         "vs_baseline": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in diffs.items()},
+        "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
+        "vs_base": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in vs_base.items()},
+        "update_allocation": allocation,
         "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
 
 
+def difference_row(method: str, d: dict[int, Interval], ks) -> str:
+    return f"| {method} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] "
+                                          f"p={d[k].p_opposite:.2f}" for k in ks) + " |"
+
+
 TRAINING_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+
+#: Where an estimator spends its update over training (grae.metrics.batch_diagnostics): the batch mean
+#: reward ω (A-GRAE's training state), A-GRAE's positive-advantage factor min(1, ω/α), and Σ|A| per
+#: group on hard (success rate p < 0.25) and easy (p ≥ 0.75) groups. A-GRAE's easy→hard curriculum
+#: (Yu et al. 2026 §5.1) shows as the hard/easy ratio rising with ω.
+ALLOCATION = (("omega", "ω"), ("agrae/suppression", "min(1, ω/α)"),
+              ("adv_abs_sum_p[0.00,0.25)", "Σ|A| hard (p < 0.25)"), ("adv_abs_sum_p[0.75,1.00)", "Σ|A| easy (p ≥ 0.75)"))
+
+
+def _windowed(rows: list[dict], key: str) -> list[float] | None:
+    """A seed's mean of ``key`` over the last 10 % of steps up to each training fraction."""
+    vals = [r.get(key, r.get(f"grae/{key}")) for r in rows]
+    # a difficulty bin with no group that step is logged as 0 (a group with 0 < p < 1 always has Σ|A| > 0)
+    vals = [v for v in vals if v is not None and not (key.startswith("adv_abs_sum") and v == 0)]
+    if not vals:
+        return None
+    window = max(1, len(vals) // 10)
+    ends = [max(window, round(f * len(vals))) for f in TRAINING_FRACTIONS]
+    return [float(np.mean(vals[e - window:e])) for e in ends]
+
+
+def update_allocation(data: dict) -> dict[str, dict[str, list[float]]]:
+    """Per method and quantity of :data:`ALLOCATION`: the mean over seeds at each training fraction."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for method, entry in data.items():
+        for key, _ in ALLOCATION:
+            per_seed = [w for rows in entry["metrics"].values() if (w := _windowed(rows, key)) is not None]
+            if per_seed:
+                out.setdefault(method, {})[key] = [round(float(v), 4) for v in np.mean(per_seed, axis=0)]
+    return out
+
+
+def update_allocation_lines(allocation: dict[str, dict[str, list[float]]]) -> list[str]:
+    header = " | ".join(f"{int(100 * f)}%" for f in TRAINING_FRACTIONS)
+    lines = ["## Where the update goes over training (mean over seeds)", "",
+             "ω is the batch mean reward; Σ|A| is the sum of |advantage| over a group's samples, averaged over the "
+             "groups whose success rate p lies in the bin; each cell averages the last 10% of steps up to that "
+             "point. A-GRAE's easy→hard shift shows as the hard/easy ratio rising with ω.", "",
+             "| method | quantity | " + header + " |", "|---|---|" + "---|" * len(TRAINING_FRACTIONS)]
+    for method, quantities in allocation.items():
+        for key, label in ALLOCATION:
+            if key in quantities:
+                lines.append(f"| {method} | {label} | " + " | ".join(f"{v:.3f}" for v in quantities[key]) + " |")
+        hard, easy = quantities.get(ALLOCATION[2][0]), quantities.get(ALLOCATION[3][0])
+        if hard and easy:
+            lines.append(f"| {method} | hard / easy | " + " | ".join(
+                f"{h / e:.2f}" if e > 0 else "–" for h, e in zip(hard, easy)) + " |")
+    return lines + [""]
 
 
 def training_passk(runs: list[list[dict]], group_size: int, draws: int = 2000) -> dict[str, list[Interval]]:

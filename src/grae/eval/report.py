@@ -9,6 +9,7 @@ several inputs have sample rows for a task, they are compared on the problems th
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,7 @@ def plot_passk_curves(curves: Mapping[str, Curve], path: str | Path, title: str 
     ax.set_ylim(0, 100)
     ax.grid(True, alpha=0.3)
     if title:
-        ax.set_title(title)
+        ax.set_title(textwrap.fill(title, 70), fontsize=10 if len(title) > 70 else None)
     if curves:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
