@@ -28,7 +28,7 @@ train: $(TRAIN_STAMP)
 
 ## The test suite (what CI runs).
 test: $(TEST_STAMP)
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
 
 ## Lint (ruff, config in pyproject.toml) and type-check the core (mypy: advantage, loss, metrics, groups).
 lint: $(TEST_STAMP)

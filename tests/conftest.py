@@ -10,3 +10,17 @@ torch.set_num_threads(1)
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# `make test` runs on two pytest-xdist workers (`-n 2 --dist loadgroup`). The 2-process torchrun tests
+# use both cores themselves: they share one group, so they run one after another on one worker while
+# the other worker takes the single-process tests.
+MULTIPROCESS_MODULES = {"test_distributed.py", "test_integrity_multiprocess.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if item.path.name in MULTIPROCESS_MODULES:
+            item.add_marker(pytest.mark.xdist_group("multiprocess"))

@@ -97,8 +97,9 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         "## Budget",
         "",
         f"- methods: {len(data)}; seeds per method: {len(cfg.seeds)} ({', '.join(map(str, cfg.seeds))})",
-        f"- steps per run: {', '.join(map(str, steps))}; {per_step} completions per step "
-        f"(G = {trl.get('num_generations', 8)}); {per_step * (steps[-1] if steps else 0):,} training samples per run",
+        f"- steps per run: {_span(steps)}; {per_step} completions per step "
+        f"(G = {trl.get('num_generations', 8)}); {_span([per_step * s for s in steps], thousands=True)} training samples "
+        "per run",
         f"- held-out: {first[cfg.seeds[0]].num_problems} problems × n = {n_min} samples per run",
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
         invocations_line(out, len(cfg.jobs())),
@@ -153,6 +154,15 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         "update_allocation": allocation,
         "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
+
+
+def _span(values: list[int], thousands: bool = False) -> str:
+    """"120", or "94–120" when runs differ (budget-stopped studies)."""
+    fmt = "{:,}" if thousands else "{}"
+    if not values:
+        return "0"
+    lo, hi = min(values), max(values)
+    return fmt.format(hi) if lo == hi else f"{fmt.format(lo)}–{fmt.format(hi)}"
 
 
 def difference_row(method: str, d: dict[int, Interval], ks) -> str:
