@@ -1,10 +1,12 @@
 """Regime maps from the simulator (issue 13): where pass@k at large k ends above or below the base.
 
     python studies/sim_maps.py            # ≈ 5 min on one core → studies/reports/sim/{maps.json, *.png, README table}
+    python studies/sim_maps.py steps      # ≈ 2 min: adds the steps sweep to maps.json and prints its table
 
 For GRPO and each asymmetric estimator, the exact change in pass@64 and pass@256 after training
 (grae.sim, same base policy per seed), over difficulty × learning rate, for the tabular policy (SGD)
-and the low-rank shared-strategy policy (Adam); a G sweep at one setting; 2 seeds each.
+and the low-rank shared-strategy policy (Adam); a G sweep at one setting; a steps sweep (Δ after 100 to
+800 steps on the hardest prompts at the middle learning rate); 2 seeds each.
 """
 
 from __future__ import annotations
@@ -40,8 +42,46 @@ def delta(cfg_kwargs) -> dict[str, float]:
     return {key: float(np.mean(v)) for key, v in out.items()}
 
 
+STEPS = [100, 200, 400, 800]
+
+
+def steps_sweep() -> dict[str, dict[str, float]]:
+    """Δ pass@1/64/256 against the base after each of STEPS, hardest difficulty, middle learning rate."""
+    out = {}
+    for parameterisation, (optimizer, lrs) in SETTINGS.items():
+        for name, params in ESTIMATORS:
+            runs = [run_sim(SimConfig(seed=seed, **dict(COMMON, steps=STEPS[-1], eval_every=STEPS[0]), estimator=name,
+                                      estimator_params=params, difficulty=DIFFICULTIES[0],
+                                      parameterisation=parameterisation, optimizer=optimizer, lr=lrs[1]))
+                    for seed in SEEDS]
+            for steps in STEPS:
+                key = f"steps={steps}|{parameterisation}|{label(name, params)}"
+                rows = [next(row for row in r.history if row["step"] == steps) for r in runs]
+                out[key] = {f"d{k}": float(np.mean([row["pass@k"][k] - r.base[k] for row, r in zip(rows, runs)]))
+                            for k in (1, 64, 256)}
+                print(key, {k: round(v, 4) for k, v in out[key].items()}, flush=True)
+    return out
+
+
+def print_steps_table(maps: dict) -> None:
+    for parameterisation, (_, lrs) in SETTINGS.items():
+        print(f"\n**{parameterisation}, {DIFFICULTIES[0]}, lr = {lrs[1]}: Δ pass@256 (points) after "
+              f"{' / '.join(map(str, STEPS))} steps**\n\n| estimator | Δ pass@256 | Δ pass@1 |\n|---|---|---|")
+        for name, params in ESTIMATORS:
+            cells = [maps[f"steps={s}|{parameterisation}|{label(name, params)}"] for s in STEPS]
+            print(f"| {label(name, params)} | " + " / ".join(f"{100 * c['d256']:+.1f}" for c in cells) + " | "
+                  + " / ".join(f"{100 * c['d1']:+.1f}" for c in cells) + " |")
+
+
 def main() -> None:
     torch.set_num_threads(1)
+    if sys.argv[1:] == ["steps"]:
+        saved = json.loads((OUT / "maps.json").read_text())
+        saved["maps"].update(steps_sweep())
+        saved["steps_sweep"] = {"command": "python studies/sim_maps.py steps", "steps": STEPS}
+        (OUT / "maps.json").write_text(json.dumps(saved, indent=1))
+        print_steps_table(saved["maps"])
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     maps = {}
     for parameterisation, (optimizer, lrs) in SETTINGS.items():
