@@ -180,16 +180,19 @@ ALLOCATION = (("omega", "ω"), ("agrae/suppression", "min(1, ω/α)"),
               ("adv_abs_sum_p[0.00,0.25)", "Σ|A| hard (p < 0.25)"), ("adv_abs_sum_p[0.75,1.00)", "Σ|A| easy (p ≥ 0.75)"))
 
 
-def _windowed(rows: list[dict], key: str) -> list[float] | None:
-    """A seed's mean of ``key`` over the last 10 % of steps up to each training fraction."""
-    vals = [r.get(key, r.get(f"grae/{key}")) for r in rows]
-    # a difficulty bin with no group that step is logged as 0 (a group with 0 < p < 1 always has Σ|A| > 0)
-    vals = [v for v in vals if v is not None and not (key.startswith("adv_abs_sum") and v == 0)]
-    if not vals:
-        return None
+def at_fractions(vals: list[float]) -> list[float]:
+    """One seed's per-step values → their mean over the last 10 % of steps up to each training fraction."""
     window = max(1, len(vals) // 10)
     ends = [max(window, round(f * len(vals))) for f in TRAINING_FRACTIONS]
     return [float(np.mean(vals[e - window:e])) for e in ends]
+
+
+def _windowed(rows: list[dict], key: str) -> list[float] | None:
+    """A seed's ``key`` at each training fraction (:func:`at_fractions`); None when never logged."""
+    vals = [r.get(key, r.get(f"grae/{key}")) for r in rows]
+    # a difficulty bin with no group that step is logged as 0 (a group with 0 < p < 1 always has Σ|A| > 0)
+    vals = [v for v in vals if v is not None and not (key.startswith("adv_abs_sum") and v == 0)]
+    return at_fractions(vals) if vals else None
 
 
 def update_allocation(data: dict) -> dict[str, dict[str, list[float]]]:
@@ -234,11 +237,8 @@ def training_passk(runs: list[list[dict]], group_size: int, draws: int = 2000) -
         per_seed = []  # [seeds, fractions]
         for rows in runs:
             vals = [transform(r[key]) for r in rows if r.get(key) is not None]
-            if not vals:
-                continue
-            window = max(1, len(vals) // 10)
-            ends = [max(window, round(f * len(vals))) for f in TRAINING_FRACTIONS]
-            per_seed.append([float(np.mean(vals[e - window:e])) for e in ends])
+            if vals:
+                per_seed.append(at_fractions(vals))
         if per_seed:
             out[name] = two_level_bootstrap(np.array(per_seed)[:, None, :], draws)
     return out
