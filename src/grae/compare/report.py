@@ -104,7 +104,7 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
         invocations_line(out, len(cfg.jobs())),
         *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
-        f"- statistics: mean over seeds and problems, 95% two-level bootstrap (seeds × problems, {cfg.bootstrap} draws); "
+        f"- statistics: mean over seeds and problems, 95% crossed seeds × problems interval (t, Satterthwaite df; docs/compare.md); "
         "differences paired by seed against the baseline (grae.compare.stats)",
         f"- reproduce: `grae compare {cfg.source}`",
         "",
@@ -335,7 +335,7 @@ def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path:
     ax.minorticks_off()
     ax.set_xlabel("k (samples)")
     ax.set_ylabel(f"pass@k − {baseline} (points)")
-    ax.set_title(f"paired difference vs {baseline} (95% two-level bootstrap)", fontsize=9)
+    ax.set_title(f"paired difference vs {baseline} (95% crossed seeds × problems interval)", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
