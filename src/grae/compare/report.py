@@ -104,7 +104,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
         invocations_line(out, len(cfg.jobs())),
         *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
-        f"- statistics: mean over seeds and problems, 95% crossed seeds × problems interval (t, Satterthwaite df; docs/compare.md); "
+        "- statistics: mean over seeds and problems, 95% crossed seeds × problems interval "
+        "(t, Satterthwaite df; docs/compare.md); "
         "differences paired by seed against the baseline (grae.compare.stats)",
         f"- reproduce: `grae compare {cfg.source}`",
         "",

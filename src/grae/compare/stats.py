@@ -30,8 +30,8 @@ with a known truth: ``python bench/bench_interval_coverage.py`` (docs/compare.md
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
