@@ -15,8 +15,18 @@ REQUIRED = ["grpo", "dr_grpo", "rloo", "agrae", "positive_dominant", "negative_d
             "easy_focused", "psr", "nsr", "w_reinforce", "avspo", "ngrpo", "dgpo"]
 
 
-def all_estimators():
-    return [get_estimator(name) for name in names()]
+def is_binary(r: torch.Tensor) -> bool:
+    valid = r[~torch.isnan(r)]
+    return bool(((valid == 0) | (valid == 1)).all())
+
+
+def names_for(r: torch.Tensor) -> list[str]:
+    """Every estimator that takes these rewards: pass@k estimators need 0/1 rewards (refusal tested below)."""
+    return [n for n in names() if is_binary(r) or not get_estimator(n).requires_binary]
+
+
+def all_estimators(r: torch.Tensor):
+    return [get_estimator(name) for name in names_for(r)]
 
 
 def test_registry_has_every_required_estimator():
@@ -26,7 +36,7 @@ def test_registry_has_every_required_estimator():
 @given(reward_batches())
 def test_finite_in_finite_out(batch):
     r, g = batch
-    for est in all_estimators():
+    for est in all_estimators(r):
         out = est(r, g)
         assert out.advantages.shape == r.shape == out.weights.shape
         assert torch.isfinite(out.advantages).all() and torch.isfinite(out.weights).all(), est.name
@@ -38,7 +48,7 @@ def test_finite_in_finite_out(batch):
 def test_permuting_samples_permutes_advantages(batch, rnd):
     r, g = batch
     perm = torch.tensor(rnd.sample(range(len(r)), len(r)))
-    for name in names():
+    for name in names_for(r):
         a = get_estimator(name)(r, g)
         b = get_estimator(name)(r[perm], g[perm])
         assert torch.allclose(a.advantages[perm], b.advantages, atol=1e-12), name
@@ -51,7 +61,7 @@ def test_relabelling_groups_changes_nothing(batch, rnd):
     old = g.unique().tolist()
     new = rnd.sample(range(-10**9, 10**9), len(old))
     relabelled = torch.tensor([new[old.index(x)] for x in g.tolist()])
-    for name in names():
+    for name in names_for(r):
         a, b = get_estimator(name)(r, g), get_estimator(name)(r, relabelled)
         assert torch.allclose(a.advantages, b.advantages, atol=1e-12), name
 
@@ -69,7 +79,7 @@ def test_grpo_group_level_symmetry(batch):
 def test_nan_rewards_are_excluded(batch):
     r, g = batch
     missing = torch.isnan(r)
-    for name in names():
+    for name in names_for(r):
         out = get_estimator(name)(r, g)
         assert (out.advantages[missing] == 0).all() and (out.weights[missing] == 0).all(), name
         assert out.metrics["n_missing_rewards"] == float(missing.sum())
@@ -88,6 +98,15 @@ def test_plain_python_and_numpy_inputs_with_none():
     out = get_estimator("grpo")([1.0, None, 0.0, 1.0], np.array([0, 0, 0, 1]))
     assert out.weights.tolist() == [1.0, 0.0, 1.0, 1.0]
     assert out.metrics["n_missing_rewards"] == 1.0
+
+
+@given(reward_batches(binary=False, min_size=2))
+def test_pass_at_k_estimators_refuse_graded_rewards(batch):
+    r, g = batch
+    for name in names():
+        if get_estimator(name).requires_binary and not is_binary(r):
+            with pytest.raises(ValueError, match="rewards: .*pass/fail rewards"):
+                get_estimator(name)(r, g)
 
 
 def test_empty_batch():

@@ -9,7 +9,7 @@ Every estimator module reads like its paper's equations; see docs/estimators.md 
 """
 
 # Importing the modules registers their estimators.
-from grae.advantage import agrae, avspo, dgpo, grpo, ngrpo, reinforce, rloo, symmetry  # noqa: F401
+from grae.advantage import agrae, avspo, dgpo, grpo, ngrpo, passk, pkpo, reinforce, rloo, symmetry  # noqa: F401
 from grae.advantage.base import (
     AdvantageResult,
     Estimator,

@@ -16,7 +16,8 @@ Input policy (the same for every estimator, see docs/estimators.md):
 * ``±inf`` rewards, non-1-D or mismatched shapes, non-integer group ids: ``ValueError`` naming
   the field and the fix.
 * Rewards outside [0, 1] are an error for estimators that read the group mean as a success
-  rate p (A-GRAE, the focused variants); every other estimator accepts any finite reward.
+  rate p (A-GRAE, the focused variants), rewards other than 0 and 1 for those that optimise
+  pass@k over pass/fail outcomes (``passk``); every other estimator accepts any finite reward.
 * Groups need not be contiguous nor of equal size. A group with one valid sample has no
   group-relative baseline: mean-centred estimators give it advantage 0 (verl instead returns the
   raw reward there).
@@ -85,6 +86,8 @@ class Estimator:
     name: ClassVar[str] = ""
     #: True when the group mean is read as a success rate p ∈ [0, 1] (√p and √(1−p) appear).
     requires_unit_interval: ClassVar[bool] = False
+    #: True when rewards must be pass/fail, 0 or 1 (pass@k objectives).
+    requires_binary: ClassVar[bool] = False
 
     def __call__(self, rewards: Any, group_ids: Any) -> AdvantageResult:
         rewards, group_ids = _validate(rewards, group_ids)
@@ -98,6 +101,12 @@ class Estimator:
                 f"(it uses sqrt(p) and sqrt(1-p)), but got a reward of {bad}. Rescale rewards to "
                 f"[0, 1] (e.g. binary accuracy), or use an estimator without this assumption "
                 f"(grpo, dr_grpo, rloo, ngrpo, dgpo, ...)."
+            )
+        if self.requires_binary and bool(((r != 0) & (r != 1))[valid].any()):
+            bad = rewards[valid & (r != 0) & (r != 1)][0].item()
+            raise ValueError(
+                f"rewards: estimator {self.name!r} optimises pass@k and needs pass/fail rewards (0 or 1), but got "
+                f"{bad}. Use a binary verifier reward, or an estimator for graded rewards (grpo, rloo, pkpo, ...)."
             )
         if r.numel() == 0:
             empty = torch.zeros(0, dtype=out_dtype, device=rewards.device)
