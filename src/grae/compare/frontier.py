@@ -87,8 +87,8 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
     from grae.eval.records import read_rows
     from grae.eval.stats import count_problems
     from grae.train.callbacks import snapshot_path
-    from grae.train.config import from_dict, validate
     from grae.train.config import TrainConfig as _TrainConfig
+    from grae.train.config import from_dict, validate
     from grae.train.run import evaluate_heldout
 
     job_dir = Path(job_yaml).parent
@@ -177,7 +177,7 @@ def frontier_lines(points: dict[str, dict[float, dict[int, Interval]]], baseline
     if not points:
         return []
     fractions = sorted({f for by_f in points.values() for f in by_f})
-    lines = ["## Checkpoint frontier (pass@1 → pass@%d over training; %%, mean [95%% CI])" % k_max, "",
+    lines = [f"## Checkpoint frontier (pass@1 → pass@{k_max} over training; %, mean [95% CI])", "",
              f"Each method evaluated at {', '.join(f'{100 * f:.0f}%' for f in fractions)} of its training steps. "
              f"**{baseline}'s path is the early-stopping frontier**: a method beats it only where its point lies above "
              f"that path at equal pass@1 (last column: pass@{k_max} above the frontier at the method's final pass@1; "
@@ -197,7 +197,7 @@ def frontier_lines(points: dict[str, dict[float, dict[int, Interval]]], baseline
         last = by_f[max(by_f)]
         d = above_frontier((last[1].mean, last[k_max].mean), path) if method != baseline else None
         lines.append(f"| {method} | " + " | ".join(cells) + " | " + ("–" if d is None else f"{100 * d:+.1f}") + " |")
-    lines += ["", "Intervals of every point (pass@1 [CI] / pass@%d [CI]):" % k_max, ""]
+    lines += ["", f"Intervals of every point (pass@1 [CI] / pass@{k_max} [CI]):", ""]
     for method, by_f in points.items():
         lines.append(f"- {method}: " + "; ".join(
             f"{100 * f:.0f}%: {100 * iv[1].mean:.1f} [{100 * iv[1].lo:.1f}, {100 * iv[1].hi:.1f}] / "

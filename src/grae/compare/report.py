@@ -408,15 +408,19 @@ def memorisation_section(cfg: CompareConfig, data: dict) -> list[str]:
         gaps, leaks, base_leaks = [], [], []
         for job in (j for j in cfg.jobs() if j.method == method):
             config = cfg.train_config(job)
-            train_answers = [e["answer"] for e in get_task(config.task.name, **config.task.params).train(
-                config.task.train_size, seed=config.seed)]
+            try:
+                train_answers = [e["answer"] for e in get_task(config.task.name, **config.task.params).train(
+                    config.task.train_size, seed=config.seed)]
+            except (KeyError, OSError, TypeError, ValueError):  # training answers that cannot be listed
+                train_answers = []
             rows = read_rows(job.output_dir / "eval" / "after.jsonl")
             gaps.append(train_heldout_gap(data[method]["metrics"][job.seed], rows))
-            leaks.append(answer_leakage(rows, train_answers)["rate"])
-            if base_rows is not None:
+            leaks.append(answer_leakage(rows, train_answers)["rate"] if train_answers else float("nan"))
+            if base_rows is not None and train_answers:
                 base_leaks.append(answer_leakage(base_rows, train_answers)["rate"])
         lines.append(f"| {method} | {100 * np.mean([g['train_pass1'] for g in gaps]):.1f} | "
                      f"{100 * np.mean([g['heldout_pass1'] for g in gaps]):.1f} | "
-                     f"{100 * np.mean([g['gap'] for g in gaps]):+.1f} | {100 * np.nanmean(leaks):.1f}% | "
+                     f"{100 * np.mean([g['gap'] for g in gaps]):+.1f} | "
+                     + (f"{100 * np.nanmean(leaks):.1f}% | " if not np.isnan(leaks).all() else "– | ")
                      + (f"{100 * np.nanmean(base_leaks):.1f}%" if base_leaks else "–") + " |")
     return lines + [""]

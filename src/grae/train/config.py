@@ -183,7 +183,7 @@ def coerce(hint: Any, value: Any, path: str) -> Any:
             return value
         if base is int and isinstance(value, int) and not isinstance(value, bool):
             return value
-        if base in (str, dict) and isinstance(value, base):
+        if base in (str, dict, list) and isinstance(value, base):
             return value
     names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
     raise ConfigError(f"{path}: expected {names}, got {value!r} ({type(value).__name__})")

@@ -74,8 +74,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.data import get_task
     from grae.engines.trl import GraeTrainer, latest_complete_checkpoint
     from grae.presets import resolve_model
-    from grae.train.callbacks import (CompletionBudget, GracefulInterrupt, GroupsJsonl, MetricsJsonl, RichProgress,
-                                      Snapshots)
+    from grae.train.callbacks import CompletionBudget, GracefulInterrupt, GroupsJsonl, MetricsJsonl, RichProgress, Snapshots
 
     out = Path(cfg.output_dir)
     checkpoints = out / "checkpoints"
