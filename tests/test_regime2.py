@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -140,3 +141,24 @@ def test_compare_frontier_two_fractions_end_to_end(tmp_path):
     report = (out / "report.md").read_text()
     assert "early-stopping frontier" in report and "| nsr |" in report and (out / "frontier.png").stat().st_size > 0
     assert "Memorisation diagnostics" in report and "answer leakage" in report
+
+
+def test_ladder_build_is_deterministic_and_the_shipped_base_has_no_guess_mode(tmp_path):
+    from safetensors.torch import load_file
+
+    from grae.presets import resolve_model
+    from grae.tiny import build_tiny
+
+    small = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, batch_size=8,
+                 warmup_steps=2, tokenizer_corpus_per_task=200)
+    a, b = (build_tiny(tmp_path / d, seed=0, sft_steps=3, evaluate=False, log=lambda *_: None, num_threads=1,
+                       recipe_name="ladder", **small) for d in ("a", "b"))
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert all(bool((wa[k] == wb[k]).all()) for k in wa)
+    info = json.loads((a / "build_info.json").read_text())
+    assert info["recipe_name"] == "ladder" and info["recipe"]["calib_steps"] == 0
+    shipped = json.loads((Path(resolve_model("tiny-ladder")) / "build_info.json").read_text())
+    assert shipped["recipe_name"] == "ladder" and shipped["recipe"]["task_kwargs"]["max_terms"] == 4
+    assert shipped["recipe"]["calib_steps"] == 0 and shipped["torch_threads"] == 1  # no `~` guess stage
+    with pytest.raises(ValueError, match="recipe_name"):
+        build_tiny(tmp_path / "c", recipe_name="nope")
