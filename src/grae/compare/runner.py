@@ -81,7 +81,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         t0 = time.perf_counter()
         with open(job.output_dir / "train.log", "a") as logfile:
-            proc = subprocess.CompletedProcess([], 0)
+            proc: subprocess.CompletedProcess = subprocess.CompletedProcess([], 0)
             if not job.done:
                 proc = subprocess.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
             if proc.returncode == 0 and cfg.frontier:  # the checkpoints at the frontier's fractions

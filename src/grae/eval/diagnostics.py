@@ -15,7 +15,7 @@ Inputs are ``grae eval`` rows (``pred_answer``, ``label``) and the training exam
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ def answer_leakage(rows: Iterable[Mapping[str, Any]], train_answers: Iterable[An
     return {"rate": leaked / wrong if wrong else float("nan"), "wrong": wrong, "leaked": leaked}
 
 
-def train_pass1(metrics: list[Mapping[str, Any]], tail: float = 0.1) -> float:
+def train_pass1(metrics: Sequence[Mapping[str, Any]], tail: float = 0.1) -> float:
     """pass@1 on the training batches: the mean batch reward over the last ``tail`` of the logged steps
     (nan when none was logged)."""
     vals = [float(r["reward_mean"]) for r in metrics if r.get("reward_mean") is not None]
@@ -76,7 +76,7 @@ def heldout_pass1(rows: Iterable[Mapping[str, Any]]) -> float:
     return float(np.mean([np.mean(v) for v in per_problem.values()]))
 
 
-def train_heldout_gap(metrics: list[Mapping[str, Any]], rows: Iterable[Mapping[str, Any]],
+def train_heldout_gap(metrics: Sequence[Mapping[str, Any]], rows: Iterable[Mapping[str, Any]],
                       tail: float = 0.1) -> dict[str, float]:
     """``{"train_pass1", "heldout_pass1", "gap"}``: training-batch pass@1 (:func:`train_pass1`) minus
     held-out pass@1 (:func:`heldout_pass1`). A gap near 0 means the run generalises what it learns."""
