@@ -37,10 +37,14 @@ print(yaml.safe_load(open(sys.argv[1]))["output_dir"])
 EOF
 )
 # one archive per method (the files that come back are capped at 16 MiB each); every job's
-# before.jsonl is a copy of the shared base evaluation (<output_dir>/base), so it stays behind
+# before.jsonl is a copy of the shared base evaluation (<output_dir>/base), so it stays behind.
+# The checkpoint frontier (grae.compare.frontier) needs eval/frontier/step-N.curve.json (pass@k and the
+# per-problem counts of each kept checkpoint); its sample rows (step-N.jsonl) and the kept weights
+# (snapshots/) stay behind
 tar czf "$OUT/${name}_top.tgz" --exclude=jobs "$out" "runs/compare_$name.log"
 for method in "$out"/jobs/*/; do
   tar czf "$OUT/${name}_$(basename "$method").tgz" --exclude='checkpoint-*' --exclude='*.safetensors' \
-    --exclude='*.bin' --exclude='*.pt' --exclude='before.jsonl' "$method"
+    --exclude='*.bin' --exclude='*.pt' --exclude='before.jsonl' --exclude='snapshots' \
+    --exclude='frontier/step-*.jsonl' "$method"
 done
 ls -la "$OUT"

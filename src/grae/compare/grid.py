@@ -13,6 +13,8 @@ Example (``studies/*.yaml``)::
     jobs_dir: runs/compare/jobs       # optional (default <output_dir>/jobs): a job pool shared by studies
     parallel: 1                       # jobs at once (each gets cores / parallel torch threads)
     bootstrap: 2000
+    frontier: [0.1, 0.25, 0.5, 0.75, 1.0]   # default; checkpoint fractions evaluated ([] = off)
+    frontier_eval: {num_problems: 200, n: 64}  # optional: cheaper held-out settings for those evaluations
 
 A sweep expands a method into one method per value, named ``agrae[alpha=0.25]``. Every job's
 config is validated (``grae.train.config``) before anything runs.
@@ -31,9 +33,11 @@ from typing import Any
 
 import yaml
 
+from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict
 
-KEYS = {"base", "overrides", "methods", "seeds", "baseline", "output_dir", "jobs_dir", "parallel", "bootstrap", "title", "notes"}
+KEYS = {"base", "overrides", "methods", "seeds", "baseline", "output_dir", "jobs_dir", "parallel", "bootstrap", "title",
+        "notes", "frontier", "frontier_eval"}
 
 
 @dataclass
@@ -62,6 +66,10 @@ class CompareConfig:
     notes: str = ""
     source: str = ""
     jobs_dir: Path | None = None
+    #: training fractions at which every job is evaluated (grae.compare.frontier); [] = no frontier
+    frontier: list[float] = field(default_factory=lambda: list(DEFAULT_FRACTIONS))
+    #: held-out settings of the frontier evaluations ({num_problems, n}); None = each job's own eval settings
+    frontier_eval: dict[str, int] | None = None
 
     def jobs(self) -> list[Job]:
         pool = self.jobs_dir or self.output_dir / "jobs"
@@ -70,7 +78,11 @@ class CompareConfig:
                 for m, params in self.methods.items() for s in self.seeds]
 
     def train_config(self, job: Job) -> TrainConfig:
-        return load_config(self.base, job.overrides)
+        """The job's ``grae train`` config; with a frontier, it keeps the model at the frontier's steps."""
+        config = load_config(self.base, job.overrides)
+        if self.frontier and not config.keep_steps:
+            config.keep_steps = keep_steps(config.max_steps, self.frontier)
+        return config
 
 
 def _slug(method: str) -> str:
@@ -124,7 +136,9 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                         output_dir=Path(raw["output_dir"]), overrides=flatten(raw.get("overrides") or {}),
                         parallel=int(raw.get("parallel", 1)), bootstrap=int(raw.get("bootstrap", 2000)),
                         title=raw.get("title", ""), notes=raw.get("notes", ""), source=str(path),
-                        jobs_dir=Path(raw["jobs_dir"]) if raw.get("jobs_dir") else None)
+                        jobs_dir=Path(raw["jobs_dir"]) if raw.get("jobs_dir") else None,
+                        frontier=_frontier(raw.get("frontier", list(DEFAULT_FRACTIONS))),
+                        frontier_eval=_frontier_eval(raw.get("frontier_eval")))
     for job in cfg.jobs():
         try:
             config = cfg.train_config(job)
@@ -132,6 +146,22 @@ def load_compare_config(path: str | Path) -> CompareConfig:
             raise ConfigError(f"method {job.method!r}: {err}") from None
         check_job_dir(job, config)
     return cfg
+
+
+def _frontier(value) -> list[float]:
+    try:
+        return check_fractions(value)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _frontier_eval(value) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - set(EVAL_KEYS) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value.values()):
+        raise ConfigError(f"frontier_eval: expected {{num_problems: N, n: N}} (positive integers), got {value!r}")
+    return dict(value)
 
 
 def check_job_dir(job: Job, config: TrainConfig) -> None:

@@ -128,6 +128,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
                   "once: its samples are shared by every seed).", "",
                   "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
         lines += [difference_row(m, d, ks) for m, d in vs_base.items()]
+    lines += frontier_section(cfg, out)
+    lines += memorisation_section(cfg, data)
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
     lines += ["## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
@@ -353,3 +355,73 @@ def _smooth(values: list, window: int = 10) -> list:
         buf = buf[-window:]
         out.append(sum(buf) / len(buf) if buf else None)
     return out
+
+
+def frontier_section(cfg: CompareConfig, out: Path) -> list[str]:
+    """The checkpoint frontier (:mod:`grae.compare.frontier`): table, intervals and ``frontier.png``."""
+    from grae.compare.frontier import collect_frontier, frontier_lines, frontier_points, plot_frontier
+    from grae.eval.stats import per_problem_passk
+
+    if not cfg.frontier:
+        return []
+    max_steps = cfg.train_config(cfg.jobs()[0]).max_steps
+    data = collect_frontier(cfg.jobs(), cfg.frontier, max_steps)
+    if not data:
+        return ["", "## Checkpoint frontier", "", "No frontier rows (the jobs kept no snapshots, e.g. runs made before "
+                "the frontier existed): rerun the study to evaluate them.", ""]
+    n_min = min(int(c.n.min()) for by_f in data.values() for per_seed in by_f.values() for c in per_seed.values())
+    k_max = powers_of_two(n_min)[-1]
+    base = None
+    for name in ("frontier.jsonl", "before.jsonl"):
+        path = out / "base" / name
+        if path.exists():
+            counts = count_problems(read_rows(path))
+            if int(counts.n.min()) >= k_max:
+                base = dict(zip([1, k_max], two_level_bootstrap(per_problem_passk(counts, [1, k_max])[None], cfg.bootstrap)))
+                break
+    points = frontier_points(data, k_max, draws=cfg.bootstrap)
+    if not points:
+        return []
+    plot_frontier(points, cfg.baseline, k_max, out / "frontier.png", base=base)
+    atomic_write_json(out / "frontier.json", {
+        "k_max": k_max, "fractions": cfg.frontier,
+        "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
+        "methods": {m: {str(f): {str(k): vars(iv) for k, iv in by_k.items()} for f, by_k in by_f.items()}
+                    for m, by_f in points.items()}})
+    return [""] + frontier_lines(points, cfg.baseline, k_max, base)
+
+
+def memorisation_section(cfg: CompareConfig, data: dict) -> list[str]:
+    """Per method (mean over seeds): the train vs held-out gap and the answer-leakage rate
+    (:mod:`grae.eval.diagnostics`), the base model's leakage on the same problems beside it."""
+    from grae.data import get_task
+    from grae.eval.diagnostics import answer_leakage, train_heldout_gap
+
+    base_path = cfg.output_dir / "base" / "before.jsonl"
+    base_rows = read_rows(base_path) if base_path.exists() else None
+    lines = ["", "## Memorisation diagnostics (mean over seeds)", "",
+             "Gap: pass@1 on the training batches (last 10% of steps) − held-out pass@1. Leakage: share of wrong "
+             "held-out answers that equal some answer of the seed's training set; the base model's rate on the same "
+             "problems and training answers is the chance level.", "",
+             "| method | train pass@1 | held-out pass@1 | gap (points) | answer leakage | base model's leakage |",
+             "|---|---|---|---|---|---|"]
+    for method in data:
+        gaps, leaks, base_leaks = [], [], []
+        for job in (j for j in cfg.jobs() if j.method == method):
+            config = cfg.train_config(job)
+            try:
+                train_answers = [e["answer"] for e in get_task(config.task.name, **config.task.params).train(
+                    config.task.train_size, seed=config.seed)]
+            except (KeyError, OSError, TypeError, ValueError):  # training answers that cannot be listed
+                train_answers = []
+            rows = read_rows(job.output_dir / "eval" / "after.jsonl")
+            gaps.append(train_heldout_gap(data[method]["metrics"][job.seed], rows))
+            leaks.append(answer_leakage(rows, train_answers)["rate"] if train_answers else float("nan"))
+            if base_rows is not None and train_answers:
+                base_leaks.append(answer_leakage(base_rows, train_answers)["rate"])
+        lines.append(f"| {method} | {100 * np.mean([g['train_pass1'] for g in gaps]):.1f} | "
+                     f"{100 * np.mean([g['heldout_pass1'] for g in gaps]):.1f} | "
+                     f"{100 * np.mean([g['gap'] for g in gaps]):+.1f} | "
+                     + (f"{100 * np.nanmean(leaks):.1f}% | " if not np.isnan(leaks).all() else "– | ")
+                     + (f"{100 * np.nanmean(base_leaks):.1f}%" if base_leaks else "–") + " |")
+    return lines + [""]

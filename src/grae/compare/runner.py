@@ -30,14 +30,36 @@ def job_command(job: Job, config_path: Path) -> list[str]:
     return [sys.executable, "-m", "grae.cli", "train", str(config_path), "--resume", "--no-progress"]
 
 
+def frontier_command(cfg: CompareConfig, config_path: Path) -> list[str]:
+    """Evaluate a finished job at the study's frontier fractions (:mod:`grae.compare.frontier`)."""
+    extra = [f"--{k.replace('_', '-')}={v}" for k, v in (cfg.frontier_eval or {}).items()]
+    return [sys.executable, "-m", "grae.compare.frontier", str(config_path), *map(str, cfg.frontier), *extra]
+
+
+def frontier_done(cfg: CompareConfig, job: Job) -> bool:
+    """Every frontier step of ``job`` has its rows (or its weights are gone: nothing left to evaluate)."""
+    from grae.compare.frontier import curve_path, frontier_steps, rows_path
+    from grae.train.callbacks import snapshot_path
+
+    max_steps = cfg.train_config(job).max_steps
+    for step in set(frontier_steps(max_steps, cfg.frontier).values()):
+        weights = job.output_dir / "final" if step == max_steps else snapshot_path(job.output_dir, step)
+        rows = rows_path(job.output_dir, step)
+        if (weights / "config.json").exists() and not curve_path(rows).exists():
+            return False
+    return True
+
+
 def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     """Run every unfinished job; returns wall seconds per job that ran (finished ones are skipped)."""
     jobs = cfg.jobs()
-    pending = [j for j in jobs if not j.done]
+    pending = [j for j in jobs if not j.done or (cfg.frontier and not frontier_done(cfg, j))]
     log(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already finished; running {len(pending)}")
     if not pending:
         return {}
     base_rows = share_base_evaluation(cfg, pending, log)
+    if cfg.frontier and cfg.frontier_eval:
+        base_frontier_evaluation(cfg, pending[0], log)
     threads = max(1, (os.cpu_count() or 1) // max(1, cfg.parallel))
     seconds: dict[str, float] = {}
 
@@ -59,14 +81,20 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         t0 = time.perf_counter()
         with open(job.output_dir / "train.log", "a") as logfile:
-            proc = subprocess.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
+            proc: subprocess.CompletedProcess = subprocess.CompletedProcess([], 0)
+            if not job.done:
+                proc = subprocess.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
+            if proc.returncode == 0 and cfg.frontier:  # the checkpoints at the frontier's fractions
+                logfile.flush()
+                proc = subprocess.run(frontier_command(cfg, config_path), stdout=logfile, stderr=subprocess.STDOUT,
+                                      env=env)
         seconds[f"{job.method}/seed{job.seed}"] = time.perf_counter() - t0
         status = "done" if proc.returncode == 0 and job.done else f"FAILED (exit {proc.returncode}, see {logfile.name})"
         log(f"{job.method} seed {job.seed}: {status} in {seconds[f'{job.method}/seed{job.seed}']:.0f}s")
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         list(pool.map(run, pending))
-    failed = [j for j in pending if not j.done]
+    failed = [j for j in pending if not j.done or (cfg.frontier and not frontier_done(cfg, j))]
     if failed:
         raise RuntimeError(f"{len(failed)} job(s) failed: " + ", ".join(f"{j.method}/seed{j.seed}" for j in failed))
     return seconds
@@ -97,4 +125,27 @@ def share_base_evaluation(cfg: CompareConfig, pending: list[Job], log) -> Path |
 
     evaluate_heldout(first, model, tokenizer, task.heldout(first.eval.num_problems), task, path,
                      lambda line: log("base " + line), identity=model_identity(first.model, model_path))
+    return path
+
+
+def base_frontier_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
+    """The base model with the frontier's held-out settings (``frontier_eval``), resumable, into
+    ``<output_dir>/base/frontier.jsonl``: the 0 % point of every frontier path."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.compare.frontier import frontier_eval_config
+    from grae.data import get_task
+    from grae.eval.identity import model_identity
+    from grae.presets import resolve_model
+    from grae.train.run import evaluate_heldout
+
+    config = frontier_eval_config(cfg.train_config(job), cfg.frontier_eval)
+    path = cfg.output_dir / "base" / "frontier.jsonl"
+    task = get_task(config.task.name, **config.task.params)
+    model_path = resolve_model(config.model)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    evaluate_heldout(config, model, tokenizer, task.heldout(config.eval.num_problems), task, path,
+                     lambda line: log("base frontier " + line), identity=model_identity(config.model, model_path))
     return path

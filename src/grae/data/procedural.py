@@ -67,6 +67,12 @@ class ReasoningGymTask(Task):
         system_prompt: for ``chat``: a key of ``reasoning_gym.utils.SYSTEM_PROMPTS`` (``"default"``,
             ``"DeepSeekZero"``, ...), a literal system prompt, or ``None`` for no system message.
         heldout_size: size of the held-out split; these questions never appear in training.
+        heldout_strata: metadata keys of the generator's entries (e.g. ``["num_terms", "num_digits"]`` for
+            ``chain_sum``) that define difficulty strata. When given, the held-out split holds the same number
+            of distinct questions from every stratum seen in the held-out stream (the remainder of
+            ``heldout_size`` going to the first strata in sorted order), interleaved round-robin so that
+            every prefix ``heldout(n)`` is stratified too (:func:`stratified_interleave`). Training is still
+            the generator's own stream minus the held-out questions.
         plain_answer: answer extraction fallback for completions without ``<answer>``/``\\boxed``:
             ``"first_token"`` (default for ``plain``; single-token answers), ``"first_line"``, or
             ``"none"`` (default for ``chat``).
@@ -82,6 +88,7 @@ class ReasoningGymTask(Task):
         prompt_style: str = "plain",
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         heldout_size: int = DEFAULT_HELDOUT_SIZE,
+        heldout_strata: Sequence[str] | None = None,
         plain_answer: str | None = None,
         **generator_kwargs: Any,
     ):
@@ -113,6 +120,11 @@ class ReasoningGymTask(Task):
         if self.plain_answer not in ("first_token", "first_line", "none"):
             raise ValueError(f"plain_answer must be first_token, first_line or none, got {self.plain_answer!r}")
         self.heldout_size = heldout_size
+        if heldout_strata is not None and (
+            isinstance(heldout_strata, str) or not all(isinstance(k, str) for k in heldout_strata)
+        ):
+            raise ValueError(f"heldout_strata must be a list of metadata keys, got {heldout_strata!r}")
+        self.heldout_strata = tuple(heldout_strata) if heldout_strata else ()
         self.generator_kwargs = dict(generator_kwargs)
         self.config_hash = hashlib.sha1(
             json.dumps(self.generator_kwargs, sort_keys=True, default=repr).encode()
@@ -158,7 +170,15 @@ class ReasoningGymTask(Task):
             seen.add(key)
             yield self._example(base, idx, entry)
 
+    def stratum(self, example: Mapping[str, Any]) -> tuple:
+        """The difficulty stratum of ``example``: its entry's ``metadata`` values for :attr:`heldout_strata`
+        (``()`` when the task has none)."""
+        meta = self.entry_for(example).get("metadata", {})
+        return tuple(meta.get(k) for k in self.heldout_strata)
+
     def _heldout_all(self) -> list[dict]:
+        if self._heldout_cache is None and self.heldout_strata:
+            self._heldout_cache = self._stratified_heldout()
         if self._heldout_cache is None:
             size = self.heldout_size
             found = list(itertools.islice(self._distinct(HELDOUT_BASE, _draw_budget(size), set()), size))
@@ -169,6 +189,22 @@ class ReasoningGymTask(Task):
                 )
             self._heldout_cache = found
         return self._heldout_cache
+
+    def _stratified_heldout(self) -> list[dict]:
+        size = self.heldout_size
+        budget = _draw_budget(size)
+        buckets: dict[tuple, list[dict]] = {}
+        for example in self._distinct(HELDOUT_BASE, budget, set()):
+            buckets.setdefault(self.stratum(example), []).append(example)
+        strata = sorted(buckets, key=repr)
+        quotas = _allocate(size, [1.0] * len(strata))
+        short = [(s, len(buckets[s]), q) for s, q in zip(strata, quotas) if len(buckets[s]) < q]
+        if short:
+            raise ValueError(
+                f"{self.name}: held-out strata {short[:3]} (stratum, distinct questions, quota) have fewer distinct "
+                f"questions than their share of heldout_size={size}. Lower heldout_size or widen the generator."
+            )
+        return stratified_interleave([buckets[s][:q] for s, q in zip(strata, quotas)])
 
     def heldout_questions(self) -> set[str]:
         """Dedup keys of the whole held-out split (excluded from every training split)."""
@@ -253,6 +289,18 @@ def parse_mix_spec(spec: str) -> dict[str, float]:
     if not out:
         raise ValueError(f"empty mix spec {spec!r}; expected e.g. 'chain_sum=2,products=1'")
     return out
+
+
+def stratified_interleave(groups: Sequence[Sequence[Any]]) -> list[Any]:
+    """Round-robin over ``groups`` (one item of each in turn, skipping exhausted ones): every prefix of
+    the result holds each group's items in proportion, up to one item."""
+    out: list[Any] = []
+    for row in itertools.zip_longest(*groups, fillvalue=_NOTHING):
+        out.extend(x for x in row if x is not _NOTHING)
+    return out
+
+
+_NOTHING = object()
 
 
 def _allocate(n: int, weights: Sequence[float]) -> list[int]:

@@ -43,6 +43,9 @@ class TinyRecipe:
     # task
     task: str = DEFAULT_TASK
     task_kwargs: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TASK_KWARGS))
+    #: extra ``grae.data`` task parameters of the held-out split SFT must skip (e.g. R2's
+    #: ``heldout_size``/``heldout_strata``); they must match the RL recipe that evaluates the model
+    heldout_params: dict[str, Any] = field(default_factory=dict)
     # supervised warm-up
     sft_steps: int = 1500
     batch_size: int = 64
@@ -158,7 +161,20 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
         yield {"input_ids": ids, "attention_mask": att, "labels": lab}
 
 
-def excluded_questions(task: TinyTask) -> set[str]:
+#: Named recipe variants (``grae tiny build --recipe NAME``): :class:`TinyRecipe` field overrides.
+#: ``v2`` is the shipped ``tiny`` checkpoint. ``ladder`` is the base of regime R2 (configs/regime2.yaml,
+#: ``grae train regime2``; shipped as ``tiny-ladder``): the clean stage-1 model (no guess stage, so no
+#: removable format mode) trained on the R2 difficulty ladder, chain_sum 2-4 terms x 1-2 digits, skipping
+#: R2's stratified held-out split.
+LADDER_TASK_KWARGS: dict[str, Any] = dict(min_terms=2, max_terms=4, min_digits=1, max_digits=2)
+LADDER_HELDOUT_PARAMS: dict[str, Any] = dict(heldout_size=600, heldout_strata=["num_terms", "num_digits"])
+RECIPES: dict[str, dict[str, Any]] = {
+    "v2": {},
+    "ladder": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0),
+}
+
+
+def excluded_questions(task: TinyTask, heldout_params: dict[str, Any] | None = None) -> set[str]:
     """Whitespace-normalised questions that SFT never trains on: grae.data's whole held-out split for
     the task (what ``grae train`` / ``grae eval`` evaluate on) and the first 1000 questions drawn at
     ``HELDOUT_SEED`` (the build's original held-out set)."""
@@ -166,7 +182,7 @@ def excluded_questions(task: TinyTask) -> set[str]:
 
     held = task.dataset(1000, HELDOUT_SEED)
     out = {" ".join(held[i]["question"].split()) for i in range(len(held))}
-    heldout_task = get_task(task.name, prompt_style="plain", **task.kwargs)
+    heldout_task = get_task(task.name, prompt_style="plain", **task.kwargs, **(heldout_params or {}))
     return out | {" ".join(e["question"].split()) for e in heldout_task.heldout()}
 
 
@@ -182,7 +198,8 @@ def sft(model, tokenizer, recipe: TinyRecipe, *, stage: int = 1, log_every: int 
     noise = 0.0 if stage == 1 else recipe.label_noise
     if batches is None:
         task = TinyTask(recipe.task, dict(recipe.task_kwargs))
-        batches = _sft_batches(recipe, tokenizer, task, excluded_questions(task), stage=stage, noise=noise)
+        held = excluded_questions(task, recipe.heldout_params)
+        batches = _sft_batches(recipe, tokenizer, task, held, stage=stage, noise=noise)
     torch.manual_seed(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr if stage == 1 else recipe.calib_lr,
                             weight_decay=recipe.weight_decay, betas=(0.9, 0.95))
@@ -233,20 +250,24 @@ def build_tiny(
     num_threads: int | None = None,
     deterministic: bool = True,
     log=print,
+    recipe_name: str = "v2",
     **overrides: Any,
 ) -> Path:
     """Build the tiny model into ``output_dir`` and return the path.
 
     ``overrides`` are :class:`TinyRecipe` fields (e.g. ``hidden_size=64, num_hidden_layers=1``).
     With ``evaluate=True`` the base pass@k on the held-out set is measured and stored in
-    ``build_info.json``.  Deterministic for a fixed ``seed`` and thread count.
+    ``build_info.json``.  Deterministic for a fixed ``seed`` and thread count. ``recipe_name`` picks a
+    variant of :data:`RECIPES` (``"ladder"``: R2's base); ``overrides`` apply on top of it.
     """
+    if recipe_name not in RECIPES:
+        raise ValueError(f"recipe_name {recipe_name!r} unknown; choose one of {', '.join(RECIPES)}")
     t_start = time.time()
     if num_threads:
         torch.set_num_threads(num_threads)
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
-    recipe = TinyRecipe(seed=seed, **overrides)
+    recipe = TinyRecipe(seed=seed, **{**RECIPES[recipe_name], **overrides})
     if sft_steps is not None:
         recipe.sft_steps = sft_steps
     random.seed(seed)
@@ -271,7 +292,7 @@ def build_tiny(
     model = model.float()
 
     info: dict[str, Any] = dict(
-        recipe=asdict(recipe), n_params=n_params, sft_history=history,
+        recipe_name=recipe_name, recipe=asdict(recipe), n_params=n_params, sft_history=history,
         sft_seconds=round(sft_seconds, 1), torch_threads=torch.get_num_threads(),
         torch_version=torch.__version__, python=platform.python_version(),
         heldout=dict(task=recipe.task, task_kwargs=recipe.task_kwargs, split="grae.data held-out",
@@ -280,7 +301,8 @@ def build_tiny(
     if evaluate:
         from .evaluate import evaluate_passk
 
-        info["base_eval"] = evaluate_passk(model, tokenizer, task=recipe.task, task_kwargs=dict(recipe.task_kwargs),
+        info["base_eval"] = evaluate_passk(model, tokenizer, task=recipe.task,
+                                           task_kwargs={**recipe.task_kwargs, **recipe.heldout_params},
                                            n_problems=eval_problems, n_samples=eval_samples, seed=seed)
         log(json.dumps(info["base_eval"]))
     info["build_seconds"] = round(time.time() - t_start, 1)

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .build import build_tiny
+from .build import RECIPES, build_tiny
 from .vlm import build_tiny_vlm
 
 
@@ -20,6 +20,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     p.add_argument("--output-dir", "-o", required=True)
     p.add_argument("--vlm", action="store_true", help="build the tiny vision-language model (grae.tiny.vlm)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipe", default="v2", choices=sorted(RECIPES),
+                   help="named TinyRecipe variant: v2 (the shipped tiny), ladder (regime R2's base, tiny-ladder)")
     p.add_argument("--sft-steps", type=int, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (determinism holds per thread count)")
     p.add_argument("--no-eval", action="store_true")
@@ -42,4 +44,4 @@ def main(argv: Sequence[str] | None = None) -> Path:
                               eval_samples=a.eval_samples, num_threads=a.threads, **overrides)
     return build_tiny(a.output_dir, seed=a.seed, sft_steps=a.sft_steps, evaluate=not a.no_eval,
                       eval_problems=a.eval_problems, eval_samples=a.eval_samples,
-                      num_threads=a.threads, **overrides)
+                      num_threads=a.threads, recipe_name=a.recipe, **overrides)

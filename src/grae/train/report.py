@@ -82,7 +82,30 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
         lines += ["## Training dynamics (first vs last 10% of steps)", "", "| quantity | first | last |", "|---|---|---|"]
         lines += [f"| {key} | {mean(key, head):.3f} | {mean(key, tail):.3f} |" for key, _ in PANELS]
         lines += ["", "![training](training.png)", ""]
+    lines += memorisation_lines(out, cfg, rows)
     lines += [f"Reproduce: `grae train {out / 'config.yaml'}` (the resolved config of this run).", ""]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines))
     return path
+
+
+def memorisation_lines(out: Path, cfg: TrainConfig, metrics: list[dict]) -> list[str]:
+    """The train vs held-out gap and the answer-leakage rate (:mod:`grae.eval.diagnostics`) of a run whose
+    held-out rows are on disk; [] without them."""
+    from grae.eval.diagnostics import answer_leakage, diagnostics_lines, train_heldout_gap
+    from grae.eval.records import read_rows
+
+    after_path, before_path = out / "eval" / "after.jsonl", out / "eval" / "before.jsonl"
+    if not after_path.exists() or not metrics:
+        return []
+    from grae.data import get_task
+
+    try:
+        train_answers = [e["answer"] for e in get_task(cfg.task.name, **cfg.task.params).train(cfg.task.train_size,
+                                                                                                seed=cfg.seed)]
+    except (KeyError, OSError, TypeError, ValueError) as err:  # a task whose training answers cannot be listed
+        return ["## Memorisation diagnostics", "", f"- not computed: the training answers are unavailable ({err})", ""]
+    after = read_rows(after_path)
+    base = answer_leakage(read_rows(before_path), train_answers) if before_path.exists() else None
+    return (["## Memorisation diagnostics", ""]
+            + diagnostics_lines(train_heldout_gap(metrics, after), answer_leakage(after, train_answers), base) + [""])

@@ -1,0 +1,269 @@
+"""Checkpoint frontiers (issue 21 §4): every method's (pass@1, pass@k_max) path over training.
+
+A method that ends with a higher pass@k_max than GRPO but a lower pass@1 may only have trained less:
+GRPO stopped early could have had the same point. So compare evaluates every job at chosen fractions
+of training (``frontier:`` in the study, default 10/25/50/75/100 %) and draws each method's path in
+the (pass@1, pass@k_max) plane. The **baseline's path is the early-stopping frontier** every method
+is judged against: a method is better than its baseline only where its point lies above that path
+at equal pass@1 (:func:`above_frontier`).
+
+Mechanics. The study's ``frontier`` fractions become each job's ``keep_steps`` (the train run keeps
+the model at those steps under ``snapshots/step-N``, :class:`grae.train.callbacks.Snapshots`; TRL's
+rotating checkpoints would delete them). After a job trains, :func:`evaluate_frontier` evaluates each
+snapshot (and ``final/`` for 100 %) on the job's held-out problems into ``eval/frontier/step-N.jsonl``
+— rows of the same format as ``eval/after.jsonl``, so ``grae passk`` reads them. ``frontier_eval:``
+(``{num_problems, n}``) makes these evaluations cheaper than the job's own. The base model is the
+path's 0 % point (``<output_dir>/base/frontier.jsonl``, or the shared base evaluation).
+``python -m grae.compare.frontier JOB_YAML FRACTION…`` runs :func:`evaluate_frontier` for one job
+(the compare runner does, in the job's own process slot).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from grae.compare.stats import Interval
+from grae.io import atomic_write_json
+
+if TYPE_CHECKING:
+    from grae.train.config import TrainConfig
+
+#: default training fractions of a frontier (0 % is the base model)
+DEFAULT_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
+FRONTIER_DIR = "frontier"
+EVAL_KEYS = ("num_problems", "n")
+
+
+def check_fractions(fractions: Any, where: str = "frontier") -> list[float]:
+    """A sorted list of distinct fractions in (0, 1]; ValueError naming ``where`` otherwise."""
+    if not isinstance(fractions, (list, tuple)) or not all(
+            isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f <= 1 for f in fractions):
+        raise ValueError(f"{where}: expected a list of training fractions in (0, 1], e.g. [0.25, 0.5, 1.0]; "
+                         f"got {fractions!r} ([] turns the frontier off)")
+    return sorted({float(f) for f in fractions})
+
+
+def frontier_steps(max_steps: int, fractions: Sequence[float]) -> dict[float, int]:
+    """``{fraction: training step}``: step = round(f · max_steps), at least 1."""
+    return {f: max(1, min(max_steps, round(f * max_steps))) for f in fractions}
+
+
+def keep_steps(max_steps: int, fractions: Sequence[float]) -> list[int]:
+    """The snapshot steps a job must keep: every frontier step except the last (that one is ``final/``)."""
+    return sorted({s for s in frontier_steps(max_steps, fractions).values() if s < max_steps})
+
+
+def frontier_eval_config(cfg: TrainConfig, frontier_eval: dict[str, int] | None) -> TrainConfig:
+    """``cfg`` with ``frontier_eval``'s held-out settings (num_problems, n) in place of its own."""
+    import dataclasses
+
+    if not frontier_eval:
+        return cfg
+    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, **frontier_eval))
+
+
+def rows_path(job_dir: Path, step: int) -> Path:
+    return Path(job_dir) / "eval" / FRONTIER_DIR / f"step-{step}.jsonl"
+
+
+def curve_path(rows: Path) -> Path:
+    """``step-N.curve.json``: the pass@k of finished frontier rows (written last: the step is done)."""
+    return rows.with_name(rows.stem + ".curve.json")
+
+
+def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval: dict[str, int] | None = None,
+                      log=print) -> dict[int, Path]:
+    """Evaluate one finished job at each frontier step (resumable); returns ``{step: rows path}``."""
+    import torch
+    import yaml
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.data import get_task
+    from grae.eval.records import read_rows
+    from grae.eval.stats import count_problems
+    from grae.train.callbacks import snapshot_path
+    from grae.train.config import TrainConfig as _TrainConfig
+    from grae.train.config import from_dict, validate
+    from grae.train.run import evaluate_heldout
+
+    job_dir = Path(job_yaml).parent
+    cfg = from_dict(_TrainConfig, yaml.safe_load(Path(job_yaml).read_text()), "")
+    validate(cfg)
+    cfg = frontier_eval_config(cfg, frontier_eval)
+    task = get_task(cfg.task.name, **cfg.task.params)
+    heldout = task.heldout(cfg.eval.num_problems)
+    out: dict[int, Path] = {}
+    for step in sorted(set(frontier_steps(cfg.max_steps, fractions).values())):
+        weights = job_dir / "final" if step == cfg.max_steps else snapshot_path(job_dir, step)
+        if not (weights / "config.json").exists():
+            log(f"frontier: no model at step {step} ({weights}); skipped")
+            continue
+        path = rows_path(job_dir, step)
+        after = job_dir / "eval" / "after.jsonl"
+        if step == cfg.max_steps and not frontier_eval and (job_dir / "eval" / "summary.json").exists():
+            counts = count_problems(read_rows(after))  # 100 % with the job's own settings: its after rows
+            atomic_write_json(curve_path(path), {"step": step, "rows": str(after), "counts": {
+                q: [int(n), int(c)] for q, n, c in zip(counts.question_ids, counts.n, counts.c)}})
+            out[step] = after
+            continue
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(weights)
+        curve = evaluate_heldout(cfg, model, tokenizer, heldout, task, path,
+                                 lambda line, s=step: log(f"step {s} {line}"), identity=f"{cfg.output_dir}@step-{step}")
+        counts = count_problems(read_rows(path))
+        atomic_write_json(curve_path(path), {"step": step, "passk": {str(k): v for k, v in curve.items()},
+                                             "counts": {q: [int(n), int(c)] for q, n, c in
+                                                        zip(counts.question_ids, counts.n, counts.c)}})
+        out[step] = path
+    return out
+
+
+def collect_frontier(jobs, fractions: Sequence[float], max_steps: int) -> dict[str, dict[float, dict[int, Any]]]:
+    """``{method: {fraction: {seed: ProblemCounts}}}`` from the jobs' finished frontier evaluations: the
+    per-problem counts in ``step-N.curve.json`` (what bench/gpu_compare.sh brings back; the rows stay
+    behind)."""
+    import json
+
+    from grae.eval.stats import ProblemCounts
+
+    steps = frontier_steps(max_steps, fractions)
+    data: dict[str, dict[float, dict[int, Any]]] = {}
+    for job in jobs:
+        for f, step in steps.items():
+            path = curve_path(rows_path(job.output_dir, step))
+            if path.exists():
+                counts = json.loads(path.read_text())["counts"]
+                nc = np.array(list(counts.values()), dtype=int).reshape(-1, 2)
+                data.setdefault(job.method, {}).setdefault(f, {})[job.seed] = ProblemCounts(list(counts), nc[:, 0], nc[:, 1])
+    return data
+
+
+def frontier_points(data: dict[str, dict[float, dict[int, Any]]], k_max: int, *,
+                    draws: int = 2000) -> dict[str, dict[float, dict[int, Interval]]]:
+    """``{method: {fraction: {1: Interval, k_max: Interval}}}`` (mean over seeds and problems, two-level
+    bootstrap) for the fractions every seed of the method reached."""
+    from grae.compare.stats import method_passk
+
+    out: dict[str, dict[float, dict[int, Interval]]] = {}
+    for method, by_fraction in data.items():
+        seeds = set.intersection(*(set(v) for v in by_fraction.values())) if by_fraction else set()
+        for f, per_seed in sorted(by_fraction.items()):
+            counts = [per_seed[s] for s in sorted(seeds)]
+            if counts and min(int(c.n.min()) for c in counts) >= k_max:
+                out.setdefault(method, {})[f] = method_passk(counts, [1, k_max], draws=draws)
+    return out
+
+
+def above_frontier(point: tuple[float, float], path: Sequence[tuple[float, float]]) -> float | None:
+    """Vertical distance (pass@k_max points) of ``point`` = (pass@1, pass@k_max) above the piecewise-linear
+    ``path`` at the same pass@1; None where the path does not reach that pass@1. Positive: above the
+    frontier (better at large k than early-stopping the baseline at equal pass@1)."""
+    pts = sorted(path)
+    xs = [p[0] for p in pts]
+    if not pts or not xs[0] <= point[0] <= xs[-1]:
+        return None
+    return float(point[1] - np.interp(point[0], xs, [p[1] for p in pts]))
+
+
+def frontier_lines(points: dict[str, dict[float, dict[int, Interval]]], baseline: str, k_max: int,
+                   base: dict[int, Interval] | None = None) -> list[str]:
+    """The report's frontier section: a table of every method's path and each final point's distance
+    above the baseline's early-stopping frontier."""
+    if not points:
+        return []
+    fractions = sorted({f for by_f in points.values() for f in by_f})
+    lines = [f"## Checkpoint frontier (pass@1 → pass@{k_max} over training; %, mean [95% CI])", "",
+             f"Each method evaluated at {', '.join(f'{100 * f:.0f}%' for f in fractions)} of its training steps. "
+             f"**{baseline}'s path is the early-stopping frontier**: a method beats it only where its point lies above "
+             f"that path at equal pass@1 (last column: pass@{k_max} above the frontier at the method's final pass@1; "
+             "– where the frontier does not reach that pass@1).", "",
+             "| method | " + " | ".join(f"{100 * f:.0f}%" for f in fractions) + f" | above {baseline}'s frontier |",
+             "|---|" + "---|" * (len(fractions) + 1)]
+
+    def cell(iv: dict[int, Interval]) -> str:
+        return f"{100 * iv[1].mean:.1f} → {100 * iv[k_max].mean:.1f}"
+
+    path = _path(points.get(baseline, {}), k_max, base)
+    if base:
+        lines.append("| base model (0%) | " + " | ".join(cell(base) if i == 0 else "" for i in range(len(fractions)))
+                     + " | |")
+    for method, by_f in points.items():
+        cells = [cell(by_f[f]) if f in by_f else "–" for f in fractions]
+        last = by_f[max(by_f)]
+        d = above_frontier((last[1].mean, last[k_max].mean), path) if method != baseline else None
+        lines.append(f"| {method} | " + " | ".join(cells) + " | " + ("–" if d is None else f"{100 * d:+.1f}") + " |")
+    lines += ["", f"Intervals of every point (pass@1 [CI] / pass@{k_max} [CI]):", ""]
+    for method, by_f in points.items():
+        lines.append(f"- {method}: " + "; ".join(
+            f"{100 * f:.0f}%: {100 * iv[1].mean:.1f} [{100 * iv[1].lo:.1f}, {100 * iv[1].hi:.1f}] / "
+            f"{100 * iv[k_max].mean:.1f} [{100 * iv[k_max].lo:.1f}, {100 * iv[k_max].hi:.1f}]" for f, iv in by_f.items()))
+    return lines + ["", "![frontier](frontier.png)", ""]
+
+
+def _path(by_f: dict[float, dict[int, Interval]], k_max: int, base: dict[int, Interval] | None) -> list[tuple[float, float]]:
+    pts = [(base[1].mean, base[k_max].mean)] if base else []
+    return pts + [(iv[1].mean, iv[k_max].mean) for _, iv in sorted(by_f.items())]
+
+
+def plot_frontier(points: dict[str, dict[float, dict[int, Interval]]], baseline: str, k_max: int, path: Path,
+                  base: dict[int, Interval] | None = None, title: str = "") -> Path:
+    """Each method's (pass@1, pass@k_max) path from the base (0 %) to 100 % of training; the baseline's
+    path drawn thick as the early-stopping frontier; 95 % intervals as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from grae.eval.report import line_colors
+
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=130)
+    order = [baseline] + [m for m in points if m != baseline] if baseline in points else list(points)
+    for method, color in zip(order, line_colors(len(order))):
+        by_f = points[method]
+        pts = _path(by_f, k_max, base)
+        xs, ys = [100 * p[0] for p in pts], [100 * p[1] for p in pts]
+        is_frontier = method == baseline
+        ax.plot(xs, ys, marker="o", markersize=4, linewidth=3 if is_frontier else 1.3, color=color,
+                label=f"{method} (early-stopping frontier)" if is_frontier else method, zorder=3 if is_frontier else 2)
+        for f, iv in by_f.items():
+            ax.errorbar(100 * iv[1].mean, 100 * iv[k_max].mean,
+                        xerr=[[100 * (iv[1].mean - iv[1].lo)], [100 * (iv[1].hi - iv[1].mean)]],
+                        yerr=[[100 * (iv[k_max].mean - iv[k_max].lo)], [100 * (iv[k_max].hi - iv[k_max].mean)]],
+                        color=color, alpha=0.35, linewidth=0.8)
+            ax.annotate(f"{100 * f:.0f}%", (100 * iv[1].mean, 100 * iv[k_max].mean), fontsize=6,
+                        xytext=(3, 3), textcoords="offset points", color=color)
+    if base:
+        ax.scatter([100 * base[1].mean], [100 * base[k_max].mean], marker="*", s=120, color="black", zorder=4,
+                   label="base model")
+    ax.set_xlabel("pass@1 (%)")
+    ax.set_ylabel(f"pass@{k_max} (%)")
+    ax.set_title(title or f"checkpoint frontier: pass@1 vs pass@{k_max} over training", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m grae.compare.frontier JOB_YAML FRACTION… [--num-problems N] [--n N]``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m grae.compare.frontier")
+    p.add_argument("job_yaml", type=Path)
+    p.add_argument("fractions", type=float, nargs="+")
+    p.add_argument("--num-problems", type=int, default=None)
+    p.add_argument("--n", type=int, default=None)
+    a = p.parse_args(argv)
+    settings = {k: v for k, v in (("num_problems", a.num_problems), ("n", a.n)) if v is not None}
+    evaluate_frontier(a.job_yaml, check_fractions(a.fractions), settings or None)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
