@@ -115,3 +115,19 @@ def test_images_reach_every_loss_path(vlm_batch, tmp_path, path):
     blank_loss, blank_grads = loss_and_grads(trainer, {**inputs, "pixel_values": blank})
     assert blank_loss != pytest.approx(loss, rel=1e-6, abs=1e-9)
     assert not torch.allclose(blank_grads, grads, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"model": "tiny-vlm", "sampling.dynamic": True}, r"sampling: dynamic sampling and prompt selection do not carry "
+                                                     r"images yet \(task '\w+' is visual\)"),
+    ({"model": "tiny-vlm", "sampling.selection": "vade"}, r"do not carry images yet"),
+    ({"estimator": "rloo", "trl.multi_objective_aggregation": "normalize_then_sum"},
+     r"normalize_then_sum': estimator 'rloo' reads rewards as scores"),
+])
+def test_configurations_grae_cannot_train_are_refused_before_load(overrides, match):
+    """Sampling on a visual task (the one path that drops images) and normalize_then_sum with a score-reading
+    estimator: one line from the config check, before any model loads."""
+    from grae.train.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=match):
+        load_config(None, overrides)
