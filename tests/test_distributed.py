@@ -175,9 +175,9 @@ EQUIVALENCE = {
     "agrae-grae_token_mean-kl-accum2-spg2-iter2": dict(
         estimator="agrae", steps=4, trainer=dict(loss_agg_mode="token-mean"),
         config=dict(gradient_accumulation_steps=2, steps_per_generation=2, num_iterations=2, beta=0.04)),
-    "dgpo-trl_grpo_mapped-accum2-spg2": dict(estimator="dgpo", steps=3, config=dict(
+    "dgpo-trl_grpo_rescaled-accum2-spg2": dict(estimator="dgpo", steps=3, config=dict(
         loss_type="grpo", gradient_accumulation_steps=2, steps_per_generation=2)),
-    "avspo-trl_dr_grpo_mapped-accum2-iter2": dict(estimator="avspo", steps=4, config=dict(
+    "avspo-trl_dr_grpo_rescaled-accum2-iter2": dict(estimator="avspo", steps=4, config=dict(
         loss_type="dr_grpo", gradient_accumulation_steps=2, num_iterations=2)),
     "w_reinforce-seq_mean_token_sum-dual_clip-accum2": dict(
         estimator="w_reinforce", steps=2, trainer=dict(loss_agg_mode="seq-mean-token-sum", dual_clip=3.0),

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
 from grae.advantage import get_estimator, names  # noqa: E402
-from grae.engines.trl import STATE_FILE, GraeTrainer  # noqa: E402
+from grae.engines.trl import STATE_FILE, GraeTrainer, trl_default_params  # noqa: E402
 
 G = 4
 PROMPTS = 2
@@ -77,7 +77,7 @@ def test_every_estimator_trains_and_the_loss_sees_registry_advantages(model_dir,
     trainer = make_trainer(model_dir, tmp_path, name, trainer_cls=Recording)
     trainer.train()
     assert len(trainer.generations) == 2
-    reference = get_estimator(name)
+    reference = get_estimator(name, **(trl_default_params(name, None) or {}))  # grpo: TRL's eps 1e-4 in GraeTrainer
     for gen, seen in zip(trainer.generations, trainer.loss_inputs):
         reference.load_state_dict(gen["state"])
         expected = reference(gen["rewards"], torch.arange(len(gen["rewards"])) // G)
@@ -116,8 +116,11 @@ def test_bad_trainer_options_name_the_field(model_dir, tmp_path):
         make_trainer(model_dir, tmp_path, "grpo", loss_agg_mode="mean")
     with pytest.raises(ValueError, match="top_entropy_quantile"):
         make_trainer(model_dir, tmp_path, "grpo", loss_agg_mode="token-mean", config=dict(top_entropy_quantile=0.2))
-    with pytest.raises(ValueError, match="multi_objective_aggregation"):
-        make_trainer(model_dir, tmp_path, "grpo", config=dict(multi_objective_aggregation="normalize_then_sum"))
+    with pytest.raises(ValueError, match="normalize_then_sum': estimator 'rloo' reads rewards as scores"):
+        make_trainer(model_dir, tmp_path, "rloo", config=dict(multi_objective_aggregation="normalize_then_sum"))
+    with pytest.raises(ValueError, match="normalize_then_sum': dynamic sampling"):
+        make_trainer(model_dir, tmp_path, "grpo", sampling={"dynamic": True},
+                     config=dict(multi_objective_aggregation="normalize_then_sum"))
 
 
 def test_estimator_state_is_checkpointed_and_restored(model_dir, tmp_path):
@@ -204,40 +207,14 @@ def test_scale_rewards_that_cannot_mean_anything_is_refused(model_dir, tmp_path,
         make_trainer(model_dir, tmp_path, estimator, estimator_params=params, config=dict(scale_rewards=scale))
 
 
-@pytest.mark.parametrize("loss_type, agg", [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm"),
-                                            ("dapo", None), ("bnpo", None)])
-def test_per_row_loss_types_become_weight_aware_grae_losses(model_dir, tmp_path, loss_type, agg):
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "sapo", "luspo", "dapo", "bnpo", "cispo", "vespo"])
+def test_every_trl_loss_type_trains_with_dropped_samples(model_dir, tmp_path, loss_type):
+    """PSR drops the wrong samples; every TRL loss type runs on TRL's own loss (the per-row ones rescaled to
+    kept rows: tests/test_trl_parity.py checks that against grae's seq-mean losses)."""
     trainer = make_trainer(model_dir, tmp_path, "psr", trainer_cls=Recording, steps=2, config=dict(loss_type=loss_type))
-    assert trainer.grae_loss_agg_mode == agg
+    assert trainer.grae_loss_agg_mode is None
     trainer.train()
     assert all(math.isfinite(e["loss"]) for e in trainer.state.log_history if "loss" in e)
-
-
-@pytest.mark.parametrize("loss_type", ["sapo", "luspo"])
-def test_per_row_loss_types_without_a_weighted_equivalent_are_refused(model_dir, tmp_path, loss_type):
-    with pytest.raises(ValueError, match=f"loss_type='{loss_type}': its normaliser counts every sample"):
-        make_trainer(model_dir, tmp_path, "grpo", config=dict(loss_type=loss_type))
-
-
-def test_mapped_grpo_loss_is_trls_objective_when_nothing_is_dropped(model_dir, tmp_path):
-    """Same seed, same model: GraeTrainer's loss_type='grpo' (grae's seq-mean-token-mean) gives the loss
-    stock GRPOTrainer gives, up to the std ε (grae 1e-6 as verl, TRL 1e-4)."""
-    from trl import GRPOTrainer
-
-    losses = []
-    for cls in (GRPOTrainer, GraeTrainer):
-        extra = {} if cls is GRPOTrainer else {"estimator": "grpo"}
-        cfg = dict(output_dir=str(tmp_path / cls.__name__), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
-                   logging_steps=1, max_steps=1, learning_rate=1e-3, per_device_train_batch_size=PROMPTS * G,
-                   num_generations=G, max_completion_length=6, temperature=1.0, top_k=0, beta=0.04, loss_type="grpo",
-                   gradient_checkpointing=False, dataloader_num_workers=0, seed=0)
-        tok = AutoTokenizer.from_pretrained(model_dir)
-        data = Dataset.from_list([{"prompt": f"What is {a} + {a + 1}?\nAnswer:"} for a in range(16)])
-        trainer = cls(model=AutoModelForCausalLM.from_pretrained(model_dir), processing_class=tok, reward_funcs=[parity_reward],
-                      args=GRPOConfig(**cfg), train_dataset=data, **extra)
-        trainer.train()
-        losses.append(next(e["loss"] for e in trainer.state.log_history if "loss" in e))
-    assert losses[1] == pytest.approx(losses[0], rel=1e-3, abs=1e-6)
 
 
 def test_a_reward_function_failing_everywhere_stops_on_the_gathered_batch(model_dir, tmp_path):

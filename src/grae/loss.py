@@ -123,7 +123,8 @@ def policy_loss(
     Returns:
         ``(loss, metrics)`` with ``clipfrac`` (tokens where clipping changed the loss),
         ``clipfrac_low`` / ``clipfrac_high`` (ratio below 1−ε_low with A < 0 / above 1+ε_high with
-        A > 0), ``dual_clipfrac``, ``approx_kl`` (mean of log π_old − log π_θ), ``ratio_mean``,
+        A > 0), ``seq_clipfrac_low`` / ``seq_clipfrac_high`` (the same per sample, ``[N]``, NaN for
+        a sample without tokens), ``dual_clipfrac``, ``approx_kl`` (mean of log π_old − log π_θ), ``ratio_mean``,
         ``ratio_max``.
     """
     if ratio_level not in RATIO_LEVELS:
@@ -159,11 +160,19 @@ def policy_loss(
             "clipfrac_low": masked_mean(((ratio < 1 - clip_low) & (adv_full < 0)).to(logp.dtype), mask),
             "clipfrac_high": masked_mean(((ratio > 1 + clip_high) & (adv_full > 0)).to(logp.dtype), mask),
             "dual_clipfrac": masked_mean(dual.to(logp.dtype), mask),
+            # [N] per sample (NaN for an empty one), for TRL's clip_ratio/low_min and clip_ratio/high_max
+            "seq_clipfrac_low": _row_mean(((ratio < 1 - clip_low) & (adv_full < 0)).to(logp.dtype), mask_f),
+            "seq_clipfrac_high": _row_mean(((ratio > 1 + clip_high) & (adv_full > 0)).to(logp.dtype), mask_f),
             "approx_kl": masked_mean(old_logp - logp, mask),
             "ratio_mean": masked_mean(ratio, mask),
             "ratio_max": (ratio * mask_f).max() if mask_f.numel() else ratio.new_zeros(()),
         }
     return loss, {k: v.detach() for k, v in metrics.items()}
+
+
+def _row_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """``[N, T] -> [N]`` masked mean per row; NaN for a row without tokens (TRL's ``masked_seq_mean``)."""
+    return (x * mask).sum(-1) / mask.sum(-1)
 
 
 def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: str = "k3", *, clamp: float | None = 10.0) -> Tensor:

@@ -54,7 +54,8 @@ class GRPO(Estimator):
     """GRPO: Â_i = (r_i − mean_g) / (std_g + ε).
 
     Args:
-        eps: ε added to the std (verl 1e-6; TRL 1e-4).
+        eps: ε added to the std (verl 1e-6; TRL 1e-4). Inside ``GraeTrainer`` (``grae train`` with the
+            TRL engine) ``grpo`` without an explicit ``eps`` gets TRL's 1e-4, to reproduce stock GRPOTrainer.
         std_unbiased: Bessel-corrected std (N−1), as ``torch.std`` in verl and TRL. The paper
             theorems use the population std (False).
         scale: ``"group"`` (default), ``"batch"`` or ``"none"`` — TRL's ``scale_rewards``.

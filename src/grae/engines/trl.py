@@ -9,7 +9,10 @@ A drop-in subclass — same constructor arguments — plus:
   under per-sequence aggregation). Clip ranges (``epsilon``/``epsilon_high``), the importance-sampling
   level (``importance_sampling_level="sequence"`` = GSPO), ``beta`` (k3 KL), a static
   ``entropy_coef`` and vLLM importance-sampling correction keep their TRL meaning there.
-  Without them, TRL's own ``loss_type`` computes the loss, unchanged.
+  Without them, TRL's own ``loss_type`` computes the loss (every type: ``dapo``, ``bnpo``, ``grpo``,
+  ``dr_grpo``, ``cispo``, ``sapo``, ``luspo``, ``vespo``), with grae's advantages. Images and every other
+  model input TRL carries (``pixel_values``, ``image_grid_thw``, ``token_type_ids``, ...) reach the
+  training forward on both paths.
 
 How it plugs in, without forking TRL (TRL has no advantage hook; the maintainers' advice on
 trl#4525 is to override ``_generate_and_score_completions``):
@@ -21,9 +24,11 @@ trl#4525 is to override ``_generate_and_score_completions``):
 3. Per-sample weights: a weight-0 sample (PSR's wrong samples, DGPO's collapsed groups, a missing
    reward) gets its ``completion_mask`` zeroed, as TRL itself does for
    ``mask_truncated_completions``, and ``num_items_in_batch`` is recounted. Under TRL's token-level
-   loss types (``dapo``, the default, and ``bnpo``) the sample leaves both the loss and its
-   normaliser exactly. TRL's per-sequence types (``grpo``, ``dr_grpo``, ``luspo``, ``sapo``) still count
-   the row in the micro-batch size; use ``loss_agg_mode`` for exact dropping there.
+   loss types (``dapo``, the default, ``bnpo``, ``cispo``, ``vespo``) the sample leaves both the loss
+   and its normaliser exactly. TRL's per-row types (``grpo``, ``dr_grpo``, ``sapo``, ``luspo``) count the
+   rows of a micro-batch; their loss is multiplied by N / N_kept of the generation batch, which makes
+   the normaliser the kept rows (globally: the same objective as grae's ``seq-mean-*`` modes) and is
+   exactly 1 when nothing is dropped.
 4. TRL's logged advantages (``_logs["advantages"]``, the completions table) are replaced with
    grae's, so what is printed is what trained.
 5. The estimator's state (AVSPO's τ) is written to ``grae_estimator_state.json`` in every checkpoint
@@ -50,15 +55,20 @@ Settings that would silently change meaning are mapped or refused at constructio
   have one (``grpo``, ``agrae``, the dominant/focused variants): ``scale_rewards="none"`` trains
   unscaled GRPO. An estimator without a ``scale`` parameter refuses any value but TRL's default
   ``"group"``, as does an explicit ``estimator_params["scale"]`` that contradicts it. TRL's clip
-  ``epsilon``/``epsilon_high`` keep their meaning on both loss paths; the estimator's std ε (``eps``,
-  1e-6 as verl) replaces TRL's hard-coded 1e-4.
-* ``loss_type="grpo"`` / ``"dr_grpo"`` normalise by the number of rows, which would count the samples
-  grae drops: they are computed by grae's loss as ``seq-mean-token-mean`` /
-  ``seq-mean-token-sum-norm`` (the same objective, weight-aware, with a global normaliser).
-  ``"sapo"`` and ``"luspo"`` have the same flaw and no grae equivalent: refused.
+  ``epsilon``/``epsilon_high`` keep their meaning on both loss paths. The estimator's std ε (``eps``)
+  replaces TRL's hard-coded 1e-4; ``estimator="grpo"`` without an explicit ``eps`` gets TRL's 1e-4
+  inside GraeTrainer (verl's and the registry's default is 1e-6), so it reproduces stock
+  GRPOTrainer's logs (``tests/test_trl_parity.py``).
+* ``multi_objective_aggregation="normalize_then_sum"`` (GDPO): every reward function is z-scored per
+  group (TRL's ε) and the weighted sum is what the estimator sees; a GRPO-family estimator then
+  standardises over the batch (``scale="batch"`` unless set explicitly), TRL's second step. Estimators
+  without ``scale`` read rewards as scores and are refused, as is dynamic sampling with it.
 * On grae's loss path the KL term (β) and the policy term share one normaliser: the generation
   batch's global token count (``token-mean``) or kept-sample count (``seq-mean-*``), divided by the
-  number of processes and rescaled to one accumulation window — TRL's ``dapo`` rule.
+  number of processes and rescaled to one accumulation window — TRL's ``dapo`` rule. It logs TRL's
+  loss metrics under TRL's keys and reductions (``clip_ratio/low_mean``, ``…/high_mean``,
+  ``…/region_mean``, ``…/low_min``, ``…/high_max``, ``entropy``, ``kl``; ``policy_loss`` and
+  ``entropy_coef`` when an entropy bonus is on, as TRL).
 
 Multi-process rule. Every collective (``gather``, ``reduce``, ``wait_for_everyone``, ...) in this
 module is reached unconditionally, or under a condition computed from data that is identical on every
@@ -73,6 +83,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import json
 import logging
 import math
@@ -82,6 +93,7 @@ from typing import Any
 import numpy as np
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import nanmax, nanmin, nanstd
 
 from grae.advantage import EstimatorLike, get_estimator
 from grae.engines import STATE_FILE
@@ -96,12 +108,37 @@ logger = logging.getLogger(__name__)
 SAMPLING_STATE_FILE = "grae_sampling_state.json"
 #: written last into a checkpoint folder: a folder without it was cut off mid-write and is never resumed
 COMPLETE_MARKER = "grae_checkpoint_complete"
-#: TRL loss types whose normaliser counts rows (dropped samples included), mapped onto grae's loss.
-SEQUENCE_LOSS_TYPE_AGG = {"grpo": "seq-mean-token-mean", "dr_grpo": "seq-mean-token-sum-norm"}
-#: TRL loss types whose row-count normaliser has no weight-aware grae equivalent.
-UNWEIGHTED_LOSS_TYPES = ("luspo", "sapo")
+#: TRL loss types that normalise per micro-batch by the number of rows (dropped samples included): on
+#: TRL's own loss they are rescaled by N / N_kept (:meth:`GraeTrainer._compute_loss`).
+ROW_NORMALISED_LOSS_TYPES = ("grpo", "dr_grpo", "sapo", "luspo")
+#: GRPOTrainer's default std ε (hard-coded in ``_generate_and_score_completions``); grae's ``grpo``
+#: estimator gets it inside GraeTrainer unless ``estimator_params`` sets ``eps``.
+TRL_STD_EPS = 1e-4
+#: the arguments of ``_get_per_token_logps_and_entropies`` that are model inputs beside the token ids
+#: (images, their grids and sizes, token types, ...), read from TRL's own signature so that a model
+#: input TRL adds later reaches grae's loss too (:func:`model_input_kwargs`).
+_LOGPS_CONTROL_ARGS = ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size",
+                       "compute_entropy", "compute_aux_loss")
+MODEL_INPUT_KEYS = tuple(name for name in inspect.signature(GRPOTrainer._get_per_token_logps_and_entropies).parameters
+                         if name not in _LOGPS_CONTROL_ARGS)
 #: TRL's default ``scale_rewards``; any other value must mean something for the estimator.
 TRL_DEFAULT_SCALE = "group"
+
+
+def model_input_kwargs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The multimodal model inputs of a TRL batch, as ``GRPOTrainer._compute_loss`` passes them to
+    ``_get_per_token_logps_and_entropies`` (``pixel_values``, ``image_grid_thw``, ``num_images``,
+    ``pixel_attention_mask``, ``image_sizes``, ``token_type_ids``, ...): every key of
+    :data:`MODEL_INPUT_KEYS`, ``None`` where the batch has none (text-only)."""
+    return {key: inputs.get(key) for key in MODEL_INPUT_KEYS}
+
+
+def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``params`` with TRL's std ε for the ``grpo`` estimator named without an explicit ``eps``: inside
+    GraeTrainer, ``estimator="grpo"`` reproduces stock GRPOTrainer (ε = 1e-4, not verl's 1e-6)."""
+    if estimator == "grpo" and "eps" not in (params or {}):
+        return {**(params or {}), "eps": TRL_STD_EPS}
+    return params
 
 
 def resolve_estimator(estimator: str | EstimatorLike, params: dict[str, Any] | None) -> EstimatorLike:
@@ -150,7 +187,7 @@ class GraeTrainer(GRPOTrainer):
         sampling: SamplingConfig | dict[str, Any] | None = None,
         **kwargs: Any,
     ):
-        self.estimator = resolve_estimator(estimator, estimator_params)
+        self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
         self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
         if contain_reward_faults:
             args, kwargs = _wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
@@ -161,7 +198,6 @@ class GraeTrainer(GRPOTrainer):
         self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None else None)
         self.grae_dual_clip = dual_clip
         super().__init__(*args, **kwargs)
-        self._map_loss_type()
         self._check_compatible()
         self._map_scale_rewards()
         self._last_rewards_per_func: torch.Tensor | None = None
@@ -181,6 +217,9 @@ class GraeTrainer(GRPOTrainer):
         cfg = self.sampling
         if not cfg.active:
             return None, None
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            raise ValueError("multi_objective_aggregation='normalize_then_sum': dynamic sampling and prompt selection "
+                             "read raw rewards (success_threshold); use 'sum_then_normalize' with sampling")
         dataset = self.train_dataset
         if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise ValueError("sampling: dynamic sampling and prompt selection draw prompts by index; "
@@ -203,10 +242,29 @@ class GraeTrainer(GRPOTrainer):
         pad = getattr(self._tokenizer, "pad_token_id", None)
         return 0 if pad is None else int(pad)
 
+    def _map_normalize_then_sum(self, name: str, params: dict[str, Any]) -> None:
+        """TRL's ``normalize_then_sum`` (GDPO): each reward function z-scored per group, weighted and summed
+        (:meth:`_gathered_rewards`); the sum is standardised over the batch. A GRPO-family estimator does the
+        second step with ``scale="batch"`` (its group mean of a sum of group z-scores is 0), so
+        ``estimator="grpo"`` gives TRL's advantages; an estimator without ``scale`` reads rewards as
+        scores and is refused."""
+        if "scale" not in params:
+            raise ValueError(
+                f"multi_objective_aggregation='normalize_then_sum': estimator {name!r} reads rewards as scores, but "
+                "normalize_then_sum hands it per-function z-scores; use 'sum_then_normalize' or a GRPO-family "
+                "estimator (grpo, agrae, positive_dominant, negative_dominant, hard_focused, easy_focused)."
+            )
+        if not self._explicit_scale and params["scale"] != "batch":
+            logger.info("multi_objective_aggregation='normalize_then_sum' → estimator %s(scale='batch')", name)
+            self.estimator = get_estimator(name, **{**params, "scale": "batch"})
+
     def _map_scale_rewards(self) -> None:
         """TRL's ``scale_rewards`` becomes the estimator's ``scale``, or is refused (module docstring)."""
         trl_scale, params = self.scale_rewards, dict(getattr(self.estimator, "params", {}))
         name = getattr(self.estimator, "name", type(self.estimator).__name__)
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            self._map_normalize_then_sum(name, params)
+            return
         if "scale" not in params:
             if trl_scale != TRL_DEFAULT_SCALE:
                 raise ValueError(
@@ -225,28 +283,8 @@ class GraeTrainer(GRPOTrainer):
         logger.info("scale_rewards=%r → estimator %s(scale=%r)", trl_scale, name, trl_scale)
         self.estimator = get_estimator(name, **{**params, "scale": trl_scale})
 
-    def _map_loss_type(self) -> None:
-        """Per-row loss normalisers would count dropped samples: map them onto grae's loss or refuse."""
-        if self.grae_loss_agg_mode is not None:
-            return
-        if self.loss_type in UNWEIGHTED_LOSS_TYPES:
-            raise ValueError(
-                f"loss_type={self.loss_type!r}: its normaliser counts every sample, including those grae drops "
-                "(weight 0: missing rewards, PSR's wrong samples, DGPO's collapsed groups); use loss_type 'dapo' "
-                "(default), 'bnpo', 'grpo', 'dr_grpo', 'cispo' or 'vespo', or grae's loss_agg_mode."
-            )
-        if self.loss_type in SEQUENCE_LOSS_TYPE_AGG:
-            self.grae_loss_agg_mode = SEQUENCE_LOSS_TYPE_AGG[self.loss_type]
-            logger.info("loss_type=%r → grae loss_agg_mode=%r (weight-aware, global normaliser)",
-                        self.loss_type, self.grae_loss_agg_mode)
-
     def _check_compatible(self) -> None:
         args = self.args
-        if self.multi_objective_aggregation != "sum_then_normalize":
-            raise ValueError(
-                "multi_objective_aggregation: GraeTrainer feeds the weighted sum of rewards to the estimator; "
-                f"{self.multi_objective_aggregation!r} normalises per function first. Use 'sum_then_normalize'."
-            )
         if self.grae_loss_agg_mode is None:
             return
         unsupported = {
@@ -291,11 +329,18 @@ class GraeTrainer(GRPOTrainer):
                 _, _, timeouts, first = func.last_call
                 func._raise_all_failed(n, first, timeouts)
 
-    def _gathered_rewards(self) -> torch.Tensor:
-        """``[N_global]`` weighted reward sum of the last scored batch; NaN where every function was missing."""
+    def _gathered_rewards(self, group_size: int) -> torch.Tensor:
+        """``[N_global]`` reward of the last scored batch, the weighted sum over reward functions; NaN where
+        every function was missing. Under ``multi_objective_aggregation="normalize_then_sum"`` each
+        function's rewards are first standardised per group with TRL's Bessel std and ε = 1e-4."""
         rewards_per_func = self._last_rewards_per_func  # [N_global, F]
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            grouped = rewards_per_func.view(-1, group_size, rewards_per_func.size(1))  # [M, G, F]
+            mean = torch.nanmean(grouped, dim=1, keepdim=True)
+            std = nanstd(grouped, dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(mean)
+            rewards_per_func = ((grouped - mean) / (std + TRL_STD_EPS)).view_as(rewards_per_func)
         rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-        rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan  # unscorable: missing, not 0
+        rewards[torch.isnan(self._last_rewards_per_func).all(dim=1)] = torch.nan  # unscorable: missing, not 0
         return rewards.float().cpu()
 
     def _generate_and_score_completions(self, inputs):
@@ -303,8 +348,8 @@ class GraeTrainer(GRPOTrainer):
         if mode == "train" and self.sampling.active:
             return self._sample_training_batch(inputs)
         out = super()._generate_and_score_completions(inputs)
-        rewards = self._gathered_rewards()
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        rewards = self._gathered_rewards(group_size)
         group_ids = torch.arange(rewards.numel()) // group_size  # [N_global]
         estimator = self.estimator if mode == "train" else copy.deepcopy(self.estimator)
         result = estimator(rewards, group_ids)  # identical on every rank: gathered input
@@ -332,7 +377,10 @@ class GraeTrainer(GRPOTrainer):
         loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
         # Unconditional: every rank joins this gather (the multi-process rule in the module docstring).
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()  # global kept tokens
-        out["grae_num_samples"] = (result.weights > 0).sum().to(device=device, dtype=torch.float32)  # global kept samples
+        kept = (result.weights > 0).sum().to(device=device, dtype=torch.float32)
+        out["grae_num_samples"] = kept  # global kept samples
+        # TRL's per-row normalisers count every row of the batch: N / N_kept makes them count kept rows only
+        out["grae_row_scale"] = result.weights.numel() / kept.clamp(min=1.0)
         for key, value in result.metrics.items():
             self._metrics[mode][f"grae/{key}"].append(float(value))
         return out
@@ -369,7 +417,7 @@ class GraeTrainer(GRPOTrainer):
                 used.update(prompts)
                 inputs = self._local_inputs(prompts, round_local)
             out = super()._generate_and_score_completions(inputs)
-            rewards = self._gathered_rewards()  # [ask × G], every process's rows
+            rewards = self._gathered_rewards(group_size)  # [ask × G], every process's rows
             self.grae_generated_completions += rewards.numel()
             rows = self._gather_rows(out, round_local)
             if self._posterior is not None:
@@ -471,18 +519,38 @@ class GraeTrainer(GRPOTrainer):
 
     # -- loss ----------------------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
+        """TRL's own loss for every ``loss_type`` (rescaled to kept rows for the per-row normalisers), or
+        grae's :func:`~grae.loss.policy_loss` when ``loss_agg_mode``/``dual_clip`` is set.
+
+        TRL's ``grpo``, ``dr_grpo``, ``sapo`` and ``luspo`` average over the micro-batch's B rows, so a
+        dropped sample (weight 0, masked, advantage 0) would still count in B. Multiplying by N / N_kept
+        (the generation batch's rows over its kept rows, the same on every rank) gives the weight-aware
+        objective with the global normaliser N_kept / processes, as grae's ``seq-mean-*`` modes; with
+        nothing dropped the factor is exactly 1 and the loss is stock TRL's, bit for bit. (A static
+        ``entropy_coef`` bonus is rescaled with it on those batches.) Images and every other model input
+        reach the forward on both paths (:func:`model_input_kwargs`).
+        """
         if self.grae_loss_agg_mode is None:
-            return super()._compute_loss(model, inputs)
+            loss = super()._compute_loss(model, inputs)
+            if self.loss_type in ROW_NORMALISED_LOSS_TYPES and "grae_row_scale" in inputs:
+                loss = loss * inputs["grae_row_scale"]
+            return loss
+        return self._grae_loss(model, inputs)
+
+    def _grae_loss(self, model, inputs):
+        """grae's loss (``loss_agg_mode``/``dual_clip``), logging TRL's loss metrics under TRL's keys."""
         mode = "train" if self.model.training else "eval"
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
         mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]  # [B, T]
-        per_token_logps, entropies, _ = self._get_per_token_logps_and_entropies(
+        per_token_logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
             model,
             torch.cat([prompt_ids, completion_ids], dim=1),
             torch.cat([prompt_mask, completion_mask], dim=1),
             completion_ids.size(1),
             compute_entropy=True,
+            compute_aux_loss=self.aux_loss_enabled,
+            **model_input_kwargs(inputs),
         )  # [B, T], [B, T]
         old_logps = inputs.get("old_per_token_logps")
         old_logps = per_token_logps.detach() if old_logps is None else old_logps
@@ -506,16 +574,38 @@ class GraeTrainer(GRPOTrainer):
         )
         if self.beta != 0.0:  # k3 as TRL (unclamped), under the policy term's normaliser
             per_token_kl = kl_penalty(per_token_logps, inputs["ref_per_token_logps"], "k3", clamp=None)  # [B, T]
+            if self.args.use_bias_correction_kl:  # TRL's default: × the (differentiable) importance ratio,
+                per_token_kl = per_token_kl * self._importance_ratio(per_token_logps, old_logps, mask)  # DeepSeek-V3.2
             loss = loss + self.beta * agg_loss(per_token_kl, mask, self.grae_loss_agg_mode, **normaliser)
             self._metrics[mode]["kl"].append(self._global_mean(per_token_kl, mask))
+        # TRL's policy_loss: the policy + KL term as TRL's matching loss type logs it, per micro-batch before the
+        # accumulation scaling for the per-row types (grpo, dr_grpo ~ seq-mean-*), after it for dapo (~ token-mean)
+        policy_value = loss.detach() * (accumulation if self.grae_loss_agg_mode.startswith("seq-mean") else 1.0)
         if self.entropy_coef != 0.0:
             loss = loss - self.entropy_coef * agg_loss(entropies, mask, "token-mean") / accumulation
+            # TRL logs these only when its entropy bonus is on; same keys, same reductions
+            self._metrics[mode]["policy_loss"].append(self.accelerator.gather(policy_value).nanmean().item())
+            if mode == "train" and self.accelerator.sync_gradients:
+                self._metrics[mode]["entropy_coef"].append(self.entropy_coef)
+        if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL
+            loss = loss + self.router_aux_loss_coef * aux_loss / accumulation
+            self._metrics[mode]["aux_loss"].append(self.accelerator.gather_for_metrics(aux_loss).mean().item())
 
         self._metrics[mode]["entropy"].append(self._global_mean(entropies, mask))
         for key, trl_name in [("clipfrac_low", "clip_ratio/low_mean"), ("clipfrac_high", "clip_ratio/high_mean"),
                               ("clipfrac", "clip_ratio/region_mean"), ("dual_clipfrac", "grae/dual_clipfrac")]:
             self._metrics[mode][trl_name].append(self.accelerator.gather(metrics[key]).mean().item())
+        for key, trl_name, reduce in [("seq_clipfrac_low", "clip_ratio/low_min", nanmin),
+                                      ("seq_clipfrac_high", "clip_ratio/high_max", nanmax)]:
+            self._metrics[mode][trl_name].append(reduce(self.accelerator.gather(metrics[key])).item())
         return loss
+
+    def _importance_ratio(self, logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """TRL's ``coef_1``: π_θ/π_old per token ``[B, T]``, or the length-normalised sequence ratio ``[B, 1]``."""
+        log_ratio = logps - old_logps
+        if self.importance_sampling_level == "sequence":
+            log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+        return torch.exp(log_ratio)
 
     def _loss_denominator(self, inputs: dict[str, Any], mode: str) -> torch.Tensor:
         """Normaliser of grae's loss for one micro-batch (TRL's ``dapo`` rule, generalised).

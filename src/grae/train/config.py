@@ -220,9 +220,14 @@ def validate(cfg: TrainConfig) -> None:
     from grae.data import get_task
 
     try:
-        get_task(cfg.task.name, **cfg.task.params)
+        task = get_task(cfg.task.name, **cfg.task.params)
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
+    from grae.data.visual import VisualTask
+
+    if isinstance(task, VisualTask) and cfg.sampling.active:  # the one GraeTrainer path that cannot carry images
+        raise ConfigError(f"sampling: dynamic sampling and prompt selection do not carry images yet (task "
+                          f"{cfg.task.name!r} is visual); set sampling.dynamic false and sampling.selection uniform")
     if cfg.task.train_size < 1:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
@@ -249,6 +254,13 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: {cfg.task.train_size} prompts, but one generation batch takes {prompts_per_step} "
                           f"(per_device_train_batch_size {args.per_device_train_batch_size} × steps_per_generation "
                           f"{args.steps_per_generation} / num_generations {args.num_generations}); raise task.train_size")
+    if args.multi_objective_aggregation == "normalize_then_sum":  # GraeTrainer's own rule, before the model loads
+        if cfg.sampling.active:
+            raise ConfigError("trl.multi_objective_aggregation='normalize_then_sum': dynamic sampling and prompt "
+                              "selection read raw rewards (success_threshold); use 'sum_then_normalize' with sampling")
+        if "scale" not in estimator.params:
+            raise ConfigError(f"trl.multi_objective_aggregation='normalize_then_sum': estimator {cfg.estimator!r} reads "
+                              "rewards as scores, not z-scores; use 'sum_then_normalize' or a GRPO-family estimator")
     if cfg.sampling.dynamic and args.num_generations < 2:
         raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
                           "a group of one has no reward variance")

@@ -28,6 +28,10 @@ keys)::
 Per-sample weights (grae's dropped samples) cannot reach the loss: verl hands a policy loss only
 ``old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config, rollout_is_weights``.
 The estimator side handles them (``grae.engines.verl.advantage.drop_renorm_factor``).
+
+Images: these modes compute no log-probs. verl's actor runs the forward (with the batch's
+``multi_modal_inputs``) and hands over ``log_prob``/``old_log_prob``, so a multimodal batch reaches the
+model exactly as under verl's own modes; nothing here can drop an image.
 """
 
 from __future__ import annotations
