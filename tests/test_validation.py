@@ -74,7 +74,7 @@ def test_numeric_fields_cover_graes_sections():
             "sampling.success_threshold"} <= set(GRAE_NUMERIC)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(GRAE_NUMERIC + TRL_NUMERIC), value=st.sampled_from(HOSTILE))
 def test_every_numeric_field_is_accepted_finite_or_refused_in_one_line(key, value):
     try:
@@ -91,24 +91,24 @@ def test_every_numeric_field_is_accepted_finite_or_refused_in_one_line(key, valu
         node = getattr(node, part)
     accepted = node[leaf] if isinstance(node, dict) else getattr(node, leaf)
     assert not isinstance(accepted, (str, bool)) or isinstance(value, bool)
-    if isinstance(accepted, (int, float)):
-        assert math.isfinite(accepted) and abs(accepted) < 2**63
+    if isinstance(accepted, float):
+        assert math.isfinite(accepted)
+    elif isinstance(accepted, int):
+        assert abs(accepted) < 2**63
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(name=st.sampled_from(names()), value=st.sampled_from(HOSTILE))
 def test_every_numeric_estimator_parameter_is_checked(name, value):
     numeric = [k for k, d in describe(name)["defaults"].items()
                if isinstance(d, (int, float)) and not isinstance(d, bool)]
-    if not numeric:
-        return
-    key = numeric[hash(str(value)) % len(numeric)]
-    try:
-        get_estimator(name, **{key: value})
-    except (TypeError, ValueError) as err:
-        assert str(err).startswith(f"{key}:") and "\n" not in str(err), str(err)
-        return
-    assert isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    for key in numeric:
+        try:
+            get_estimator(name, **{key: value})
+        except (TypeError, ValueError) as err:
+            assert key in str(err).split(":")[0] and "\n" not in str(err), str(err)
+            continue
+        assert isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # -- §3: TRL's conventions -------------------------------------------------------------------------

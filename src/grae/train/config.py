@@ -227,6 +227,8 @@ def from_dict(cls: type, raw: dict, prefix: str) -> Any:
     for key, value in raw.items():
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
+            if not close and not prefix:  # a flat TRL key with a typo
+                close = [f"trl.{c}" for c in difflib.get_close_matches(key, trl_fields(), n=1)]
             hint = f" Did you mean {close[0]!r}?" if close else ""
             also = "; any trl.GRPOConfig field too (grae train --help lists every key)" if not prefix else ""
             raise ConfigError(f"{prefix}{key}: unknown key.{hint} Valid keys: {', '.join(fields)}{also}")
