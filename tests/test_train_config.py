@@ -35,7 +35,7 @@ def test_default_is_the_embedded_agrae_run():
     ({"trl.learning_rat": 1e-4}, r"trl\.learning_rat: not a trl\.GRPOConfig field\. Did you mean 'learning_rate'"),
     ({"max_steps": "ten"}, r"max_steps: expected int, got 'ten'"),
     ({"estimator": "a_grae"}, r"estimator: unknown estimator 'a_grae'; registered estimators: .*agrae"),
-    ({"estimator_params.alpha": 0}, r"estimator: alpha: must be > 0"),
+    ({"estimator_params.alpha": 0}, r"estimator: alpha: must be in \(0, 1\]"),
     ({"estimator_params.beta": 2}, r"estimator: .*no parameter\(s\) beta"),
     ({"trl.per_device_train_batch_size": 12, "trl.num_generations": 8}, r"trl: .*divisible"),
     ({"trl.max_steps": 5}, r"trl\.max_steps: set it at the top level"),

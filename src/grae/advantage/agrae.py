@@ -67,7 +67,7 @@ class AGRAE(_GRPOVariant):
         std_unbiased: bool = True,
         scale: str = "group",
     ):
-        check(alpha > 0, "alpha", f"must be > 0 (paper: 1.0 for MATH, 0.5 for multimodal), got {alpha}")
+        check(0 < alpha <= 1, "alpha", f"must be in (0, 1] (paper: α ≤ 1; 1.0 for MATH, 0.5 for multimodal), got {alpha}")
         check(sample_level or group_level, "sample_level/group_level",
               "at least one of A-GRAE's two halves must be on (both off is plain GRPO: use 'grpo')")
         self.alpha, self.sample_level, self.group_level = alpha, sample_level, group_level

@@ -61,7 +61,7 @@ class AVSPO(Estimator):
         eps: float = 1e-6,
         std_unbiased: bool = True,
     ):
-        check(alpha > 0, "alpha", f"must be > 0 (paper: 0.5), got {alpha}")
+        check(0 < alpha <= 1, "alpha", f"must be in (0, 1] (paper: 0.5; K = ⌈G·ACR^α⌉ ≥ G·ACR only for α ≤ 1), got {alpha}")
         check(0 <= tau_min <= tau_max <= 1, "tau_min/tau_max", f"need 0 <= tau_min <= tau_max <= 1, got {tau_min}, {tau_max}")
         check(tau_min <= tau_init <= tau_max, "tau_init",
               f"must lie in [tau_min, tau_max] = [{tau_min}, {tau_max}], got {tau_init}")

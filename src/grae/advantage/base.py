@@ -27,6 +27,7 @@ Input policy (the same for every estimator, see docs/estimators.md):
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -231,6 +232,14 @@ def get_estimator(name: str, **params: Any) -> Estimator:
             f"estimator {name!r} has no parameter(s) {', '.join(unknown)}; "
             f"its parameters are: {describe(name)['signature']}"
         )
+    defaults = describe(name)["defaults"]
+    for key, value in params.items():  # a parameter whose default is a number takes a finite number
+        default = defaults[key]
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise TypeError(f"{key}: expected a number (default {default!r}), got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{key}: must be a finite number, got {value!r}")
     return cls(**params)
 
 

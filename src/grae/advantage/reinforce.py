@@ -61,7 +61,7 @@ class WReinforce(_SignedReinforce):
     """W-REINFORCE: A = +λ on correct samples, −1 on wrong ones (Eq. 9, λ = 0.1)."""
 
     def __init__(self, *, lam: float = 0.1, correct_threshold: float = 0.5):
-        check(lam >= 0, "lam", f"must be >= 0 (paper: 0.1; 0 is NSR, 1 is REINFORCE), got {lam}")
+        check(0 <= lam <= 1, "lam", f"must be in [0, 1] (paper: 0.1; 0 is NSR, 1 is REINFORCE), got {lam}")
         self.lam = lam
         self._init_threshold(correct_threshold)
 

@@ -16,9 +16,19 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from grae import __version__
+
+        print(f"grae {__version__}")
+        raise typer.Exit()
+
 
 @app.callback()
-def _root() -> None:
+def _root(
+    _version_flag: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print grae's version and exit."),
+) -> None:
     """grae: GRPO-family advantage estimators, trained through TRL or verl."""
 
 
@@ -40,5 +50,10 @@ def _mount() -> None:
 
 
 def main() -> None:
+    import os
+    import sys
+
+    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        os.environ["COLUMNS"] = "400"  # rich reads it: tables in a pipe or file are not cut at 80 columns
     _mount()
     app()

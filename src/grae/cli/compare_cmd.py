@@ -30,6 +30,12 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "config error", err)
             raise typer.Exit(2) from None
+        if report_only:
+            missing = [job for job in cfg.jobs() if not job.done]
+            if missing:
+                error(console, "error:", f"--report-only: {len(missing)} of {len(cfg.jobs())} jobs have not finished "
+                      f"(first: {missing[0].output_dir}); run without --report-only to train them")
+                raise typer.Exit(2)
         started, t0 = time.time(), time.perf_counter()
         if not report_only:
             seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))

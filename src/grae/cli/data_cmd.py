@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from grae.cli.output import error
+from grae.cli.output import check_writable, error
 
 FORMATS = ("verl",)
 
@@ -42,6 +42,10 @@ def register(app: typer.Typer) -> None:
         if format not in FORMATS:
             error(console, f"--format {format!r}:", f"supported formats are {', '.join(FORMATS)}")
             raise typer.Exit(2)
+        if n < 0:
+            error(console, "--n:", f"must be >= 0 (0 = the whole split), got {n}")
+            raise typer.Exit(2)
+        check_writable(console, out, "OUT", is_file=True)
         from grae.engines.verl.export import REWARD_OVERRIDES, export_verl
 
         try:

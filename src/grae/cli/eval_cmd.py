@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from grae.cli.output import error
+from grae.cli.output import check_writable, error
 
 
 def _parse_params(values: list[str]) -> dict:
@@ -31,7 +31,12 @@ def _ci(lo: float, hi: float) -> str:
 
 
 def _parse_ks(values: list[str]) -> list[int] | None:
-    ks = [int(part) for value in values for part in value.split(",") if part.strip()]
+    try:
+        ks = [int(part) for value in values for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected integers >= 1, got {values!r}", param_hint="--k") from None
+    if any(k < 1 for k in ks):
+        raise typer.BadParameter(f"k must be >= 1, got {ks}", param_hint="--k")
     return ks or None
 
 
@@ -79,6 +84,8 @@ def register(app: typer.Typer) -> None:
 
         console = Console(emoji=False)
         params = _parse_params(task_param)
+        if output is not None:
+            check_writable(console, output, "--output")
         if threads:
             import torch
 
@@ -150,6 +157,10 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         ks = _parse_ks(k)
+        for name, value, low in [("--n", n, 1), ("--bootstrap", bootstrap, 0)]:
+            if value is not None and value < low:
+                error(console, "error:", f"{name} must be >= {low}, got {value}")
+                raise typer.Exit(2)
         if compare and len(files) < 2:
             console.print("[red]error:[/red] --compare needs two or more files")
             raise typer.Exit(2)
@@ -237,6 +248,7 @@ def register(app: typer.Typer) -> None:
         from grae.eval.report import write_report
 
         console = Console()
+        check_writable(console, output, "--output")
         try:
             result = write_report(inputs, output, label or None)
         except (RecordsError, ValueError) as err:

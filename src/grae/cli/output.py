@@ -3,6 +3,9 @@ markup (``[red]`` in a path) or emoji (``:100:`` in ``file.jsonl:100:``)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -11,3 +14,39 @@ from rich.markup import escape
 def error(console: Any, label: str, message: Any) -> None:
     """One red ``label`` and the message, verbatim."""
     console.print(f"[red]{escape(label)}[/red] {escape(str(message))}", emoji=False, highlight=False, soft_wrap=True)
+
+
+def unwritable(path: str | os.PathLike, *, is_file: bool = False) -> str | None:
+    """Why ``path`` (a directory, or a file's directory with ``is_file``) cannot be written, or None.
+    Probes by creating what is missing and a temporary file, then removes what it created."""
+    target = Path(path).parent if is_file else Path(path)
+    created = []
+    try:
+        missing = [target, *target.parents]
+        for d in reversed(missing):
+            if not d.exists():
+                d.mkdir()
+                created.append(d)
+            elif not d.is_dir():
+                return f"{d} is not a directory"
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".grae-probe-"):
+            pass
+    except OSError as err:
+        return f"{err.strerror or err}"
+    finally:
+        for d in reversed(created):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+    return None
+
+
+def check_writable(console: Any, path: str | os.PathLike, option: str, *, is_file: bool = False) -> None:
+    """One line and exit 2 when ``path`` cannot be written (before any model or data loads)."""
+    import typer
+
+    why = unwritable(path, is_file=is_file)
+    if why is not None:
+        error(console, "error:", f"{option} {path}: cannot write there ({why}); choose another {option}")
+        raise typer.Exit(2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from grae.cli.output import error
+from grae.cli.output import check_writable, error
 
 
 def parse_estimator(spec: str) -> tuple[str, dict]:
@@ -67,6 +67,8 @@ def register(app: typer.Typer) -> None:
         except (ValueError, KeyError, TypeError) as err:
             error(console, "error:", err.args[0] if err.args else err)
             raise typer.Exit(2) from None
+        if output:
+            check_writable(console, output, "--output", is_file=True)
         results = {spec: run_sim(cfg) for spec, cfg in zip(estimators, configs)}
         first = next(iter(results.values()))
         ks = first.ks

@@ -7,7 +7,7 @@ import signal
 
 import typer
 
-from grae.cli.output import error
+from grae.cli.output import check_writable, error
 
 
 def parse_overrides(extra: list[str]) -> dict:
@@ -20,7 +20,8 @@ def parse_overrides(extra: list[str]) -> dict:
 
 
 def split_args(extra: list[str]) -> tuple[str | None, dict]:
-    """The optional positional CONFIG and the ``--key value`` overrides, in any order."""
+    """The optional positional CONFIG and the ``--key value`` overrides, in any order. A flag with no
+    value (``--trl.bf16``, followed by another ``--key`` or nothing) is ``true``, as in TRL's parser."""
     import yaml
 
     config, overrides, i = None, {}, 0
@@ -41,8 +42,12 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
             value = extra[i + 1]
             i += 2
         else:
-            raise typer.BadParameter(f"--{key}: missing a value")
-        overrides[key] = _scalar(yaml.safe_load(value))
+            value = "true"
+            i += 1
+        try:
+            overrides[key] = _scalar(yaml.safe_load(value))
+        except yaml.YAMLError:
+            overrides[key] = value  # not a YAML scalar: the plain string, checked against the key's type
     return config, overrides
 
 
@@ -56,11 +61,64 @@ def _scalar(value):
     return value
 
 
+def model_unavailable(model: str) -> str | None:
+    """Why a hub id (``org/name``, not a local directory or a preset) cannot be loaded, found in a few
+    seconds: not in the local hub cache and the hub unreachable (or ``HF_HUB_OFFLINE`` set)."""
+    from pathlib import Path
+
+    from grae.presets import PRESETS
+
+    if model in PRESETS or Path(model).expanduser().exists() or model.count("/") != 1:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.constants import HF_HUB_OFFLINE
+
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return None
+    except Exception:  # noqa: BLE001 - an invalid repo id: let the loader say so
+        return None
+    reason = "HF_HUB_OFFLINE is set" if HF_HUB_OFFLINE else _hub_unreachable()
+    if reason:
+        return (f"model: {model!r} is not a local directory, not in the hub cache ({reason}); "
+                "download it where the hub is reachable (huggingface-cli download ORG/NAME) or pass a local directory")
+    return None
+
+
+def _hub_unreachable(timeout: float = 3.0) -> str | None:
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub.constants import ENDPOINT
+
+    host = urlparse(ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError as err:
+        return f"{host} unreachable: {err.strerror or err}"
+    return None
+
+
+def _print_help(ctx: typer.Context, _param, value: bool) -> None:
+    """``grae train --help``: the command's options, then every config key with its default and help,
+    generated from the schema (:func:`grae.train.schema.config_keys`)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from grae.train.schema import format_keys
+
+    print(ctx.get_help())
+    print()
+    print(format_keys())
+    ctx.exit()
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-                 options_metavar="[CONFIG] [OPTIONS] [--key value …]")
+                 options_metavar="[CONFIG] [OPTIONS] [--key value …]", add_help_option=False)
     def train(
         ctx: typer.Context,
+        _help: bool = typer.Option(False, "--help", "-h", is_eager=True, callback=_print_help, expose_value=False,
+                                   help="Show this message and every config key (generated from the schema), and exit."),
         estimator: str | None = typer.Option(None, help="Advantage estimator (grae estimators lists them)."),
         max_steps: int | None = typer.Option(None, "--max-steps", help="Training steps."),
         seed: int | None = typer.Option(None, help="Random seed."),
@@ -76,7 +134,8 @@ def register(app: typer.Typer) -> None:
         Extra --key value pairs override config keys (dotted: --trl.learning_rate 3e-4); for example
         --eval.enabled false skips the held-out evaluations, --sampling.dynamic true turns on dynamic
         sampling, --peft.r 16 trains a LoRA adapter, --trl.push_to_hub true --trl.hub_model_id ORG/NAME
-        pushes the model (grae/train/config.py documents every key)."""
+        pushes the model. A GRPOConfig field may be given flat as in TRL (--learning_rate 1e-5), a flag
+        without a value is true (--trl.bf16), and a TRL recipe YAML is read as it is. --help lists every key."""
         from rich.console import Console
         from rich.table import Table
 
@@ -93,6 +152,11 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "config error", err)
             raise typer.Exit(2) from None
+        check_writable(console, cfg.output_dir, "--output-dir")
+        why = model_unavailable(cfg.model)
+        if why:
+            error(console, "config error", why)
+            raise typer.Exit(2)
 
         from rich.markup import escape
 

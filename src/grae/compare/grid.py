@@ -119,7 +119,14 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def load_compare_config(path: str | Path) -> CompareConfig:
-    raw = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read ({err.strerror or err})") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of compare keys at the top level, got {type(raw).__name__}")
     unknown = set(raw) - KEYS
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {sorted(unknown)}; valid: {sorted(KEYS)}")

@@ -199,6 +199,8 @@ def plan_tasks(
                                         entry_params))
     except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
         raise EvalError(err, exit_code=2) from err
+    except (TypeError, AssertionError) as err:  # a task's own constructor refused --task-param (reasoning-gym asserts)
+        raise EvalError(f"--task-param {params}: {err}", exit_code=2) from None
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
     plan = EvalPlan(model=model, identity=identity, label=label, output=output, backend=chosen,

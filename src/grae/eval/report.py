@@ -165,7 +165,12 @@ def load_task_curves(source: str | Path) -> dict[str, TaskCurve]:
     if source.suffix == ".jsonl":
         return _from_rows(source)
     if source.suffix == ".json":
-        data = json.loads(source.read_text())
+        try:
+            data = json.loads(source.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RecordsError(f"{source}: not valid JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise RecordsError(f"{source}: expected a JSON object, got {type(data).__name__}")
         if isinstance(data.get("tasks"), dict):  # combined summary of `grae eval`
             return {task: _from_summary(s, source.parent) for task, s in data["tasks"].items()}
         return {str(data.get("task") or _stem(source)): _from_summary(data, source.parent)}

@@ -54,6 +54,9 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
     for position, row in enumerate(rows):
         if "question_id" not in row or "label" not in row:
             raise RecordsError(f"row {position + 1} lacks 'question_id' or 'label': keys {sorted(row)}")
+        if not isinstance(row["question_id"], (str, int)) or isinstance(row["question_id"], bool):
+            raise RecordsError(f"row {position + 1}: question_id must be a string or an integer, "
+                               f"got {row['question_id']!r}")
         qid = str(row["question_id"])
         gid = row.get("generation_id")
         try:

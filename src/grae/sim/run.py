@@ -15,6 +15,7 @@ pass@k is computed from the policy's probabilities (:func:`~grae.sim.model.exact
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -72,12 +73,21 @@ class SimConfig:
                  ("optimizer", self.optimizer in ("sgd", "adam"), "sgd or adam"),
                  ("loss_agg", self.loss_agg in ("sum", "mean"), "sum or mean"),
                  ("parameterisation", self.parameterisation in ("tabular", "lowrank"), "tabular or lowrank"),
-                 ("spread", self.spread >= 0, ">= 0")]
+                 ("spread", self.spread >= 0, ">= 0"),
+                 ("prompts", self.prompts * self.trajectories <= MAX_CELLS,
+                  f"at most {MAX_CELLS:,} / trajectories (each [P, M] tensor is held in memory)")]
+        for name in ("lr", "spread"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name}: must be a finite number, got {getattr(self, name)!r}")
         for name, ok, rule in rules:
             if not ok:
                 raise ValueError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
         Difficulty(self.difficulty).sample(1, torch.Generator().manual_seed(0))
         get_estimator(self.estimator, **self.estimator_params)
+
+
+#: most prompts × trajectories cells (2**26: 256 MB per float32 [P, M] tensor); refused before allocating
+MAX_CELLS = 2**26
 
 
 @dataclass

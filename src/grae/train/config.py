@@ -4,13 +4,21 @@ Every key is checked: unknown keys (with the closest valid one), wrong types, un
 names and parameters, and TRL options (validated by building TRL's own ``GRPOConfig``, which also
 rejects impossible combinations such as a generation batch not divisible by ``num_generations``).
 Command-line overrides use dotted keys: ``--max-steps 50``, ``--estimator grpo``,
-``--trl.learning_rate 3e-4``, ``--estimator_params.alpha 0.5``.
+``--trl.learning_rate 3e-4``, ``--estimator_params.alpha 0.5``. As in TRL, a GRPOConfig field may
+also be given flat (``--learning_rate 1e-5`` = ``--trl.learning_rate 1e-5``, in YAML too), and a TRL
+recipe YAML (GRPOConfig fields plus ``model_name_or_path``, ``dataset_name``, ``use_peft``/``lora_*``
+at the top level) is read as it is (:data:`TRL_RECIPE_KEYS`).
+
+Every number is checked before a model loads: finite, an integer that fits, and in range (grae's
+own ranges in :func:`validate`, TRL's in :data:`TRL_RANGES`); TRL's and reasoning-gym's own checks run
+by building their objects early, and their exceptions become one line naming the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,15 +52,21 @@ class TaskConfig:
 class EvalConfig:
     """Held-out pass@k before and after training (``grae.eval``)."""
 
+    #: evaluate held-out pass@k before and after training
     enabled: bool = True
     #: held-out problems
     num_problems: int = 200
     #: samples per problem; pass@k is reported for k = 1, 2, 4, …, n
     n: int = 64
+    #: sampling temperature (0 = greedy)
     temperature: float = 1.0
+    #: nucleus sampling threshold, in (0, 1]
     top_p: float = 1.0
+    #: new tokens per sample
     max_tokens: int = 8
+    #: sequences per generate call
     batch_size: int = 512
+    #: sampling seed, in [0, 2**32)
     seed: int = 1234
 
 
@@ -67,6 +81,7 @@ class TrainConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     #: grae estimator name (``grae estimators`` lists them)
     estimator: str = "agrae"
+    #: the estimator's parameters (``grae estimators`` lists them with defaults), e.g. {alpha: 0.5}
     estimator_params: dict = field(default_factory=dict)
     #: optional noisy-verifier correction: {mode: backward|forward, rho0: …, rho1: …}
     reward_correction: dict | None = None
@@ -74,14 +89,18 @@ class TrainConfig:
     loss_agg_mode: str | None = None
     #: dual-clip constant c > 1 (None: off)
     dual_clip: float | None = None
+    #: random seed (also TRL's ``seed``), in [0, 2**32)
     seed: int = 0
+    #: training steps (also TRL's ``max_steps``)
     max_steps: int = 300
     #: checkpoint every this many steps (a final one is always written)
     save_steps: int = 100
     #: training steps whose model (weights + tokenizer) is kept under ``snapshots/step-N`` — the checkpoints
     #: of ``grae compare``'s frontier (its ``frontier`` fractions set this); [] keeps none
     keep_steps: list = field(default_factory=list)
+    #: run directory: checkpoints, metrics.jsonl, held-out samples, report.md
     output_dir: str = "runs/default"
+    #: any ``trl.GRPOConfig`` field (listed below as trl.<field>)
     trl: dict = field(default_factory=dict)
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -102,7 +121,9 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     overrides = dict(overrides or {})
     if source is None and overrides.get("model") in PRESET_RECIPES:  # grae train --model tiny-vlm: its own recipe
         source = PRESET_RECIPES[overrides["model"]]
-    raw = read_yaml(resolve_config_path(source))
+    path = resolve_config_path(source)
+    raw = flat_trl_keys(read_yaml(path), str(path))
+    overrides = {_flat_key(key): value for key, value in overrides.items()}
     # A different estimator (task) starts from its own defaults: parameters written for the
     # configured one are dropped unless replaced as a whole; dotted ones are applied on top.
     if "estimator" in overrides and "estimator_params" not in overrides:
@@ -133,10 +154,60 @@ def read_yaml(path: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({err})") from None
+        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys at the top level, got {type(data).__name__}")
     return data
+
+
+#: TRL recipe keys (``trl.ModelConfig`` / ``ScriptArguments``) and their grae spelling; ``use_peft`` and
+#: ``lora_*`` build the ``peft`` section.
+TRL_RECIPE_KEYS = {"model_name_or_path": "model", "dataset_name": "task.name", "lora_r": "peft.r",
+                   "lora_alpha": "peft.lora_alpha", "lora_dropout": "peft.lora_dropout",
+                   "lora_target_modules": "peft.target_modules"}
+
+
+def trl_fields() -> dict[str, dataclasses.Field]:
+    """``trl.GRPOConfig``'s fields by name (the TRL section's schema)."""
+    from trl import GRPOConfig
+
+    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
+
+
+def _flat_key(key: str) -> str:
+    """A command-line key as grae spells it: ``learning_rate`` → ``trl.learning_rate`` (a GRPOConfig
+    field given flat, as TRL's own scripts take it), ``model_name_or_path`` → ``model``."""
+    head = key.split(".")[0].replace("-", "_")
+    grae_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    if head in grae_keys:
+        if head in trl_fields() and head not in MANAGED_TRL_KEYS:
+            raise ConfigError(f"{key}: ambiguous, both a grae key and a trl.GRPOConfig field; "
+                              f"write --{head} for grae's or --trl.{head} for TRL's")
+        return key
+    if key in TRL_RECIPE_KEYS:
+        return TRL_RECIPE_KEYS[key]
+    if head in trl_fields():
+        return f"trl.{key.replace('-', '_')}"
+    return key
+
+
+def flat_trl_keys(raw: dict, where: str) -> dict:
+    """Move top-level GRPOConfig fields (a TRL recipe YAML) under ``trl`` and map TRL's model and
+    LoRA keys to grae's. As in TRL, ``lora_*`` keys count only with ``use_peft: true``, whose LoRA
+    defaults are TRL's ``ModelConfig`` ones (r 16, lora_alpha 32, lora_dropout 0.05)."""
+    use_peft = raw.pop("use_peft", None)
+    if use_peft is not None and not isinstance(use_peft, bool):
+        raise ConfigError(f"{where}: use_peft: expected true or false, got {use_peft!r}")
+    targets = {key: _flat_key(key) for key in raw if use_peft or not (key.startswith("lora_") and key in TRL_RECIPE_KEYS)}
+    out = {key: raw[key] for key, target in targets.items() if key == target}
+    for key, target in targets.items():
+        if key != target:
+            set_dotted(out, target, raw[key])
+    if use_peft:
+        out["peft"] = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, **(out.get("peft") or {})}
+    return out
 
 
 def set_dotted(raw: dict, key: str, value: Any) -> None:
@@ -159,10 +230,16 @@ def from_dict(cls: type, raw: dict, prefix: str) -> Any:
     for key, value in raw.items():
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
+            if not close and not prefix:  # a flat TRL key with a typo
+                close = [f"trl.{c}" for c in difflib.get_close_matches(key, trl_fields(), n=1)]
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{prefix}{key}: unknown key.{hint} Valid keys: {', '.join(fields)}")
+            also = "; any trl.GRPOConfig field too (grae train --help lists every key)" if not prefix else ""
+            raise ConfigError(f"{prefix}{key}: unknown key.{hint} Valid keys: {', '.join(fields)}{also}")
         kwargs[key] = coerce(hints[key], value, f"{prefix}{key}")
     return cls(**kwargs)
+
+
+INT_LIMIT = 2**63
 
 
 def coerce(hint: Any, value: Any, path: str) -> Any:
@@ -177,11 +254,21 @@ def coerce(hint: Any, value: Any, path: str) -> Any:
         raise ConfigError(f"{path}: must not be null")
     for option in options:
         base = typing.get_origin(option) or option
+        if base is float and isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string, TRL's parser as a float
+            try:
+                value = float(value)
+            except ValueError:
+                continue
         if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            number = float(value) if isinstance(value, float) or abs(value) < 2**1000 else math.inf
+            if not math.isfinite(number):
+                raise ConfigError(f"{path}: must be a finite number, got {value!r}")
+            return number
         if base is bool and isinstance(value, bool):
             return value
         if base is int and isinstance(value, int) and not isinstance(value, bool):
+            if not -INT_LIMIT <= value < INT_LIMIT:
+                raise ConfigError(f"{path}: {value} does not fit in a 64-bit integer; use a smaller value")
             return value
         if base in (str, dict, list) and isinstance(value, base):
             return value
@@ -217,12 +304,15 @@ def validate(cfg: TrainConfig) -> None:
     if bad_steps:
         raise ConfigError(f"keep_steps: {bad_steps} are not training steps in 1..max_steps ({cfg.max_steps}); "
                           "list the steps whose model to keep, e.g. [100, 250]")
+    for name, seed in [("seed", cfg.seed), ("eval.seed", cfg.eval.seed)]:
+        if not 0 <= seed < 2**32:  # numpy's and CUDA's seeds are 32-bit
+            raise ConfigError(f"{name}: must be in [0, 2**32), got {seed}")
     from grae.data import get_task
 
     try:
         task = get_task(cfg.task.name, **cfg.task.params)
-    except (KeyError, TypeError, ValueError) as err:
-        raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
+    except (KeyError, TypeError, ValueError, AssertionError, OverflowError) as err:  # reasoning-gym checks by assert
+        raise ConfigError(f"task: {err.args[0] if err.args else err} (task.params: {cfg.task.params})") from None
     from grae.data.visual import VisualTask
 
     if isinstance(task, VisualTask) and cfg.sampling.active:  # the one GraeTrainer path that cannot carry images
@@ -245,10 +335,8 @@ def validate(cfg: TrainConfig) -> None:
     if looks_like_missing_path(cfg.model):
         raise ConfigError(f"model: {cfg.model!r} does not exist "
                           "(a local directory, a hub id org/name, or a preset: tiny, tiny-vlm, smollm2)")
+    cfg.trl = check_trl(cfg.trl)
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
-    for name, value in [("trl.learning_rate", args.learning_rate), ("trl.max_completion_length", args.max_completion_length)]:
-        if value is not None and value <= 0:
-            raise ConfigError(f"{name}: must be > 0, got {value}")
     prompts_per_step = args.generation_batch_size // args.num_generations
     if cfg.task.train_size < prompts_per_step:
         raise ConfigError(f"task.train_size: {cfg.task.train_size} prompts, but one generation batch takes {prompts_per_step} "
@@ -266,12 +354,23 @@ def validate(cfg: TrainConfig) -> None:
                           "a group of one has no reward variance")
 
 
+#: LoRA's numeric fields: (key, type, check, rule)
+PEFT_RANGES = [("r", int, lambda v: v >= 1, ">= 1 (the adapter rank, e.g. 16)"),
+               ("lora_alpha", float, lambda v: v > 0, "> 0 (e.g. 2 × r)"),
+               ("lora_dropout", float, lambda v: 0 <= v < 1, "in [0, 1)")]
+
+
 def lora_config(params: dict):
     """``peft.LoraConfig(**params)``; errors name the ``peft.`` key and the fix."""
     try:
         from peft import LoraConfig
     except ImportError:
         raise ConfigError("peft: training a LoRA adapter needs the peft package: pip install peft") from None
+    for key, hint, ok, rule in PEFT_RANGES:
+        if key in params:
+            value = coerce(hint, params[key], f"peft.{key}")
+            if not ok(value):
+                raise ConfigError(f"peft.{key}: must be {rule}, got {value}")
     try:
         return LoraConfig(**{"task_type": "CAUSAL_LM", **params})
     except (TypeError, ValueError) as err:
@@ -286,23 +385,67 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
     """Build TRL's ``GRPOConfig`` from ``cfg.trl`` plus grae's managed keys; errors name the key."""
     from trl import GRPOConfig
 
-    valid = {f.name for f in dataclasses.fields(GRPOConfig)}
-    for key in cfg.trl:
-        if key in MANAGED_TRL_KEYS:
-            raise ConfigError(f"trl.{key}: set it at the top level ({MANAGED_TRL_KEYS[key]}: …), not under trl")
-        if key not in valid:
-            close = difflib.get_close_matches(key, valid, n=1)
-            raise ConfigError(f"trl.{key}: not a trl.GRPOConfig field." + (f" Did you mean {close[0]!r}?" if close else ""))
+    given = check_trl(cfg.trl)
     kwargs = dict(
         use_cpu=not _cuda(), bf16=False, fp16=False, report_to="none", logging_steps=1, save_strategy="steps",
         save_total_limit=2, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
     )
-    kwargs.update(cfg.trl)
+    kwargs.update(given)
     kwargs.update(output_dir=output_dir, max_steps=cfg.max_steps, seed=cfg.seed, save_steps=cfg.save_steps)
+    for key, (ok, rule) in TRL_RANGES.items():
+        if kwargs.get(key) is not None and not ok(kwargs[key]):
+            raise ConfigError(f"trl.{key}: must be {rule}, got {kwargs[key]}")
     try:
         return GRPOConfig(**kwargs)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, ZeroDivisionError, AssertionError, OverflowError) as err:
         raise ConfigError(f"trl: {err}") from None
+
+
+#: ranges of GRPOConfig's numeric fields that TRL itself does not check (or checks only after the model loads)
+TRL_RANGES: dict[str, tuple[Any, str]] = {
+    **{name: (lambda v: v > 0, "> 0") for name in (
+        "learning_rate", "temperature", "repetition_penalty", "adam_epsilon", "logging_steps")},
+    **{name: (lambda v: v >= 0, ">= 0") for name in (
+        "beta", "epsilon", "epsilon_high", "delta", "max_grad_norm", "weight_decay", "warmup_steps", "top_k")},
+    **{name: (lambda v: v >= 1, ">= 1") for name in (
+        "num_generations", "num_generations_eval", "per_device_train_batch_size", "gradient_accumulation_steps",
+        "num_iterations", "steps_per_generation", "generation_batch_size", "max_completion_length",
+        "ref_model_sync_steps", "save_total_limit")},
+    **{name: (lambda v: 0 < v <= 1, "in (0, 1]") for name in ("top_p", "top_entropy_quantile", "vllm_gpu_memory_utilization")},
+    **{name: (lambda v: 0 <= v <= 1, "in [0, 1]") for name in ("min_p", "warmup_ratio", "ref_model_mixup_alpha")},
+    **{name: (lambda v: 0 <= v < 1, "in [0, 1)") for name in ("adam_beta1", "adam_beta2")},
+}
+
+_NUMERIC = {int, float, bool, type(None)}
+
+
+def check_trl(trl: dict) -> dict:
+    """The ``trl`` section with every key a GRPOConfig field (not one grae sets itself) and numeric
+    values checked and converted (:func:`trl_value`)."""
+    fields = trl_fields()
+    checked = {}
+    for key, value in trl.items():
+        if key in MANAGED_TRL_KEYS:
+            raise ConfigError(f"trl.{key}: set it at the top level ({MANAGED_TRL_KEYS[key]}: …), not under trl")
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            raise ConfigError(f"trl.{key}: not a trl.GRPOConfig field." + (f" Did you mean {close[0]!r}?" if close else ""))
+        checked[key] = trl_value(fields[key], value)
+    return checked
+
+
+def trl_value(spec: dataclasses.Field, value: Any) -> Any:
+    """Check a ``trl.<key>`` value against GRPOConfig's annotation where it is numeric or boolean
+    (``int``, ``float | None``, ``list[float] | None``, …): type, finiteness, 64-bit integers."""
+    path = f"trl.{spec.name}"
+    unions = (typing.Union, getattr(__import__("types"), "UnionType", None))
+    options = typing.get_args(spec.type) if typing.get_origin(spec.type) in unions else (spec.type,)
+    if all(o in _NUMERIC for o in options):
+        return coerce(spec.type, value, path)
+    lists = [o for o in options if typing.get_origin(o) is list and typing.get_args(o)[0] in _NUMERIC]
+    if lists and isinstance(value, list):
+        return [coerce(typing.get_args(lists[0])[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def _cuda() -> bool:
