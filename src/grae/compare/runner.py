@@ -109,43 +109,35 @@ def share_base_evaluation(cfg: CompareConfig, pending: list[Job], log) -> Path |
     first = configs[0]
     if not first.eval.enabled or any((c.model, c.task, c.eval) != (first.model, first.task, first.eval) for c in configs):
         return None
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from grae.data import get_task
-    from grae.presets import resolve_model
-    from grae.train.run import evaluate_heldout
-
     path = cfg.output_dir / "base" / "before.jsonl"
-    task = get_task(first.task.name, **first.task.params)
-    model_path = resolve_model(first.model)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    from grae.eval.identity import model_identity
-
-    evaluate_heldout(first, model, tokenizer, task.heldout(first.eval.num_problems), task, path,
-                     lambda line: log("base " + line), identity=model_identity(first.model, model_path))
+    _evaluate_base(first, path, lambda line: log("base " + line))
     return path
 
 
 def base_frontier_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
     """The base model with the frontier's held-out settings (``frontier_eval``), resumable, into
     ``<output_dir>/base/frontier.jsonl``: the 0 % point of every frontier path."""
+    from grae.compare.frontier import frontier_eval_config
+
+    config = frontier_eval_config(cfg.train_config(job), cfg.frontier_eval)
+    path = cfg.output_dir / "base" / "frontier.jsonl"
+    _evaluate_base(config, path, lambda line: log("base frontier " + line))
+    return path
+
+
+def _evaluate_base(config, path: Path, log) -> None:
+    """Held-out evaluation of ``config.model`` (untrained) with ``config``'s eval settings into ``path``, resumable."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grae.compare.frontier import frontier_eval_config
     from grae.data import get_task
     from grae.eval.identity import model_identity
     from grae.presets import resolve_model
     from grae.train.run import evaluate_heldout
 
-    config = frontier_eval_config(cfg.train_config(job), cfg.frontier_eval)
-    path = cfg.output_dir / "base" / "frontier.jsonl"
     task = get_task(config.task.name, **config.task.params)
     model_path = resolve_model(config.model)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    evaluate_heldout(config, model, tokenizer, task.heldout(config.eval.num_problems), task, path,
-                     lambda line: log("base frontier " + line), identity=model_identity(config.model, model_path))
-    return path
+    evaluate_heldout(config, model, tokenizer, task.heldout(config.eval.num_problems), task, path, log,
+                     identity=model_identity(config.model, model_path))
