@@ -134,3 +134,86 @@ def test_rewards_beyond_the_limit_are_refused_like_inf(value):
     # in training a reward function's huge value is a contained fault (the fallback), as ±inf is
     assert safe_reward(lambda completions, **kw: [value, 0.5], fallback=0.0)(
         prompts=["p"] * 2, completions=["a", "b"]) == [0.0, 0.5]
+
+
+# -- end to end on the tiny model -----------------------------------------------------------------
+
+QUICK = ["--eval.enabled", "false", "--report", "false"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+    from tiny_model import build_random_tiny
+
+    return build_random_tiny(str(tmp_path_factory.mktemp("tiny")))
+
+
+def _errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "error" in line.lower() or "Traceback" in line]
+
+
+@pytest.mark.slow
+def test_two_trains_started_together_into_one_directory_one_trains(model_dir, tmp_path):
+    from grae.train.rundir import read_metrics
+    from test_train_run import grae_train
+
+    out = tmp_path / "D"
+    procs = [grae_train(model_dir, out, "--max-steps", "1", *QUICK) for _ in range(2)]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], logs
+    refused = logs[[p.returncode for p in procs].index(2)]
+    assert len(_errors(refused)) == 1 and ("in use by another grae process" in refused or "holds run" in refused)
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]
+
+
+@pytest.mark.slow
+def test_resume_rebuilds_a_torn_metrics_log_and_passes_over_a_cut_checkpoint(model_dir, tmp_path):
+    from grae.train.rundir import read_metrics
+    from test_train_run import finish, grae_train
+
+    out = tmp_path / "D"
+    finish(grae_train(model_dir, out, "--max-steps", "3", "--save_steps", "2", *QUICK))
+    metrics = out / "metrics.jsonl"
+    rows = read_metrics(metrics)
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text(lines[0] + lines[1][: len(lines[1]) // 2])  # step 1, then a torn step 2, steps 3 gone
+    weights = out / "checkpoints" / "checkpoint-3" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    log = finish(grae_train(model_dir, out, "--max-steps", "4", "--save_steps", "2", *QUICK, "--resume"))
+    assert "checkpoint-3 is damaged (model.safetensors" in log and "resuming from" in log and "checkpoint-2" in log
+    assert "1 rows missing (steps 2-2) were rebuilt" in log
+    resumed = read_metrics(metrics)
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    assert resumed[:2] == rows[:2]  # the rebuilt row is the row that was written
+
+
+@pytest.mark.slow
+def test_a_run_that_failed_before_its_first_step_does_not_hold_its_directory(model_dir, tmp_path):
+    from test_train_run import finish, grae_train
+
+    out = tmp_path / "D"
+    failed = grae_train(model_dir, out, "--max-steps", "1", *QUICK, "--task.params.min_terms", "-3")
+    log, _ = failed.communicate(timeout=300)
+    assert failed.returncode != 0, log
+    finish(grae_train(model_dir, out, "--max-steps", "1", *QUICK))  # the corrected rerun, no --overwrite
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_is_one_line_in_train_and_eval(model_dir, tmp_path):
+    from test_train_run import SMALL
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    train = [sys.executable, "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(tmp_path / "T"),
+             *SMALL, "--max-steps", "1", *QUICK]
+    proc = subprocess.run(["bash", "-c", 'ulimit -f 16; exec "$@"', "_", *train], capture_output=True, text=True,
+                          env=env, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "file-size limit reached" in log and "Traceback" not in log, log[-3000:]
+    evaluate = [sys.executable, "-m", "grae.cli", "eval", model_dir, "--tasks", "chain_sum", "--n", "4",
+                "--num-problems", "4", "--max-tokens", "6", "-o", str(tmp_path / "E")]
+    proc = subprocess.run(["bash", "-c", 'ulimit -f 1; exec "$@"', "_", *evaluate], capture_output=True, text=True,
+                          env=env, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "file-size limit reached" in log and "Traceback" not in log, log[-3000:]

@@ -19,7 +19,7 @@ Input policy (the same for every estimator, see docs/estimators.md):
   float32 (max ≈ 3.4e38): a reward near it overflows to inf on conversion, in a group sum (RLOO's
   leave-one-out mean) or in a variance (GRPO's std, whose inf would silently give the group advantage
   0). Below the limit every estimator computes in float64 and returns finite advantages in float32
-  (``tests/test_advantage_properties.py::test_huge_finite_rewards_give_finite_advantages``).
+  (``tests/test_integrity_run.py::test_huge_finite_rewards_give_finite_advantages``).
   :func:`grae.rewards.safe_reward` treats such a value as a contained fault, as it does ±inf.
 * Rewards outside [0, 1] are an error for estimators that read the group mean as a success
   rate p (A-GRAE, the focused variants); every other estimator accepts any finite reward.
