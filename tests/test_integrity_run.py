@@ -91,6 +91,59 @@ def test_the_lock_is_held_until_released_and_never_counts_as_content(tmp_path):
     release(out)
 
 
+# -- torn metrics, cut checkpoints (no training: files as a run leaves them) -------------------------
+
+
+def _checkpoint(folder: Path, step: int, run_id: str, history: list[dict]) -> Path:
+    from safetensors.torch import save_file
+
+    from grae.engines.trl import COMPLETE_MARKER
+
+    path = folder / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    save_file({"w": torch.arange(64, dtype=torch.float32)}, str(path / "model.safetensors"))
+    torch.save({"step": step}, path / "optimizer.pt")
+    (path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (path / COMPLETE_MARKER).write_text(json.dumps({"run_id": run_id}))
+    return path
+
+
+def test_a_cut_checkpoint_is_passed_over_for_the_newest_whole_one(tmp_path):
+    pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+    from grae.engines.trl import COMPLETE_MARKER, checkpoint_damage, latest_complete_checkpoint
+
+    two, four = (_checkpoint(tmp_path, step, "r", []) for step in (2, 4))
+    assert latest_complete_checkpoint(str(tmp_path), "r") == str(four) and checkpoint_damage(str(four)) is None
+    for name in ("model.safetensors", "optimizer.pt"):
+        whole = (four / name).read_bytes()
+        (four / name).write_bytes(whole[: len(whole) - 10])
+        heard = []
+        assert latest_complete_checkpoint(str(tmp_path), "r", on_damaged=lambda c, r: heard.append((c, r))) == str(two)
+        assert heard and heard[0][0] == str(four) and heard[0][1].startswith(name)
+        (four / name).write_bytes(whole)
+    assert (four / COMPLETE_MARKER).exists()
+
+
+def test_resume_rebuilds_lost_metrics_rows_from_the_checkpoint(tmp_path):
+    pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+    from grae.train.callbacks import MetricsJsonl, metrics_row
+    from grae.train.rundir import read_metrics
+
+    logs = [{"reward": 0.1 * s, "loss": 1.0 / s, "grad_norm": 2.0, "step": s} for s in (1, 2, 3, 4)]
+    checkpoint = _checkpoint(tmp_path / "checkpoints", 3, "r", logs[:3])
+    rows = [metrics_row(s, {k: v for k, v in logs[s - 1].items() if k != "step"}) for s in (1, 2, 3, 4)]
+    lines = [json.dumps(row) + "\n" for row in rows]
+    metrics, said = tmp_path / "metrics.jsonl", []
+    metrics.write_text(lines[0] + lines[1][:20])  # step 1, then a torn step 2; 3 and 4 gone
+    MetricsJsonl(metrics, resume_step=3, checkpoint=str(checkpoint), log=said.append)
+    assert read_metrics(metrics) == rows[:3] and metrics.read_text() == "".join(lines[:3])
+    assert said == [f"metrics.jsonl: 2 rows missing (steps 2-3) were rebuilt from {checkpoint / 'trainer_state.json'}"]
+    metrics.write_text("".join(lines))  # whole, and one step past the checkpoint: that step is retrained
+    said.clear()
+    MetricsJsonl(metrics, resume_step=3, checkpoint=str(checkpoint), log=said.append)
+    assert read_metrics(metrics) == rows[:3] and said == []
+
+
 # -- huge finite rewards ---------------------------------------------------------------------------
 
 
