@@ -117,8 +117,8 @@ def test_a_cut_checkpoint_is_passed_over_for_the_newest_whole_one(tmp_path):
     for name in ("model.safetensors", "optimizer.pt"):
         whole = (four / name).read_bytes()
         (four / name).write_bytes(whole[: len(whole) - 10])
-        heard = []
-        assert latest_complete_checkpoint(str(tmp_path), "r", on_damaged=lambda c, r: heard.append((c, r))) == str(two)
+        heard: list[tuple[str, str]] = []
+        assert latest_complete_checkpoint(str(tmp_path), "r", on_damaged=lambda c, r, h=heard: h.append((c, r))) == str(two)
         assert heard and heard[0][0] == str(four) and heard[0][1].startswith(name)
         (four / name).write_bytes(whole)
     assert (four / COMPLETE_MARKER).exists()
