@@ -153,7 +153,7 @@ def test_paths_print_literally(model_dir, tmp_path):
 def test_an_eval_directory_holds_one_models_results(model_dir, tmp_path):
     """Another model's evaluation of *another task* into the same -o used to pass the per-file check and
     leave summary.json naming the new model over the old model's results."""
-    from grae.train.rundir import claim
+    from grae.train.rundir import LOCK_FILE, claim
     from test_integrity_train import tree_digest
 
     out, other = tmp_path / "ev", build_random_tiny(str(tmp_path / "other"), seed=1)
@@ -177,4 +177,4 @@ def test_an_eval_directory_holds_one_models_results(model_dir, tmp_path):
     for target in (run, run / "eval"):  # a train run's own files: never mixed with, even with --overwrite
         held = grae_eval(model_dir, "chain_sum", "--overwrite", output=target)
         assert held.exit_code == 2 and "holds the files of the grae train run" in held.output
-    assert sorted(p.name for p in run.iterdir()) == ["run.json"]
+    assert sorted(p.name for p in run.iterdir() if p.name != LOCK_FILE) == ["run.json"]  # the claim's lock stays

@@ -15,6 +15,12 @@ Input policy (the same for every estimator, see docs/estimators.md):
   ``metrics["n_missing_rewards"]`` counts them.
 * ``±inf`` rewards, non-1-D or mismatched shapes, non-integer group ids: ``ValueError`` naming
   the field and the fix.
+* Huge finite rewards: ``|r| > REWARD_LIMIT`` (1e30) is refused like ``±inf``. Training runs in
+  float32 (max ≈ 3.4e38): a reward near it overflows to inf on conversion, in a group sum (RLOO's
+  leave-one-out mean) or in a variance (GRPO's std, whose inf would silently give the group advantage
+  0). Below the limit every estimator computes in float64 and returns finite advantages in float32
+  (``tests/test_integrity_run.py::test_huge_finite_rewards_give_finite_advantages``).
+  :func:`grae.rewards.safe_reward` treats such a value as a contained fault, as it does ±inf.
 * Rewards outside [0, 1] are an error for estimators that read the group mean as a success
   rate p (A-GRAE, the focused variants), rewards other than 0 and 1 for those that optimise
   pass@k over pass/fail outcomes (``passk``); every other estimator accepts any finite reward.
@@ -79,6 +85,10 @@ class EstimatorLike(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+#: the largest reward magnitude an estimator accepts (module docstring: huge finite rewards)
+REWARD_LIMIT = 1e30
 
 
 class Estimator:
@@ -170,6 +180,10 @@ def _validate(rewards: Any, group_ids: Any) -> tuple[Tensor, Tensor]:
     if bool(torch.isinf(rewards).any()):
         raise ValueError("rewards: contain ±inf. Clip or fix the reward function; use NaN (or None in TRL) "
                          "for 'no reward', which grae excludes from the statistics.")
+    if bool((rewards.abs() > REWARD_LIMIT).any()):
+        raise ValueError(f"rewards: contain {rewards[rewards.abs() > REWARD_LIMIT][0].item():g}, beyond ±{REWARD_LIMIT:g} "
+                         "(training runs in float32, where such values overflow). Rescale or clip the reward "
+                         "function; use NaN (or None in TRL) for 'no reward'.")
     if group_ids.dtype == torch.bool or group_ids.is_complex():
         raise ValueError(f"group_ids: expected integer ids, got dtype {group_ids.dtype}.")
     if group_ids.is_floating_point():

@@ -121,6 +121,14 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             error(console, "interrupted:", "the samples written so far are kept; rerun the same command to resume")
             raise typer.Exit(130) from None
+        except Exception as err:  # a full disk, a file-size limit, a read-only file system: one line
+            from grae.train.faults import write_failure
+
+            line = write_failure(err, Path(output) if output else Path("eval"), rerun="rerun the same command to resume")
+            if line is None:
+                raise
+            error(console, "error:", line)
+            raise typer.Exit(1) from None
         results, label = done.results, done.plan.label
         table = Table(title=escape(f"pass@k (%) — {label}, n={n}, T={temperature}, top-p={top_p}"))
         table.add_column("k", justify="right")

@@ -172,6 +172,16 @@ def register(app: typer.Typer) -> None:
         except DiskFullError as err:
             error(console, "error:", err)
             raise typer.Exit(1) from None
+        except Exception as err:  # a write failure outside the guarded writers (run.json, metrics, …): one line
+            from pathlib import Path
+
+            from grae.train.faults import write_failure
+
+            line = write_failure(err, Path(cfg.output_dir))
+            if line is None:
+                raise
+            error(console, "error:", line)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:  # a second Ctrl-C, or one during held-out evaluation (its rows are on disk)
             error(console, "interrupted:", "rerun with --resume to continue")
             raise typer.Exit(INTERRUPTED_EXIT[signal.SIGINT]) from None

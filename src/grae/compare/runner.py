@@ -66,11 +66,12 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     def run(job: Job) -> None:
         from grae.eval.runner import settings_path
         from grae.train.config import to_dict
-        from grae.train.rundir import claim
+        from grae.train.rundir import claim, release
 
         config_path = job.output_dir / "job.yaml"
         config = cfg.train_config(job)
         claim(job.output_dir, to_dict(config), resume=True, overwrite=False)  # this job's run, or refused
+        release(job.output_dir)  # the job's grae train process holds the directory while it runs
         atomic_write_text(config_path, yaml.safe_dump(to_dict(config), sort_keys=False))
         if base_rows is not None:
             target = job.output_dir / "eval" / "before.jsonl"

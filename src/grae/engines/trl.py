@@ -752,9 +752,11 @@ def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple
     return args, kwargs
 
 
-def latest_complete_checkpoint(folder: str, run_id: str | None = None) -> str | None:
-    """The newest ``checkpoint-N`` in ``folder`` whose save finished (has the completion marker) and,
-    when ``run_id`` is given, that this run wrote (a marker naming another run, or none, is foreign)."""
+def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damaged=None) -> str | None:
+    """The newest ``checkpoint-N`` in ``folder`` whose save finished (has the completion marker), whose
+    files are whole (:func:`checkpoint_damage`) and, when ``run_id`` is given, that this run wrote (a
+    marker naming another run, or none, is foreign). ``on_damaged(checkpoint, reason)`` hears of each
+    newer complete checkpoint passed over because a file of it is cut or corrupt."""
     if not os.path.isdir(folder):
         return None
     steps = []
@@ -763,7 +765,53 @@ def latest_complete_checkpoint(folder: str, run_id: str | None = None) -> str | 
         if name.startswith("checkpoint-") and name[len("checkpoint-"):].isdigit() and os.path.exists(marker):
             if run_id is None or _marker_run_id(marker) == run_id:
                 steps.append(int(name[len("checkpoint-"):]))
-    return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
+    for step in sorted(steps, reverse=True):
+        checkpoint = os.path.join(folder, f"checkpoint-{step}")
+        reason = checkpoint_damage(checkpoint)
+        if reason is None:
+            return checkpoint
+        if on_damaged is not None:
+            on_damaged(checkpoint, reason)
+    return None
+
+
+def checkpoint_damage(checkpoint: str) -> str | None:
+    """Why ``checkpoint`` cannot be loaded whole — a ``.safetensors`` file shorter than its header
+    says, a torch ``.pt``/``.bin`` archive without its closing directory (cut short) — or None. Reads
+    headers and archive directories only, not the tensors."""
+    import zipfile
+
+    for name in sorted(os.listdir(checkpoint)):
+        path = os.path.join(checkpoint, name)
+        if name.endswith(".safetensors"):
+            reason = _safetensors_damage(path)
+        elif name.endswith((".pt", ".bin", ".pth")):
+            try:
+                with zipfile.ZipFile(path):
+                    reason = None
+            except (OSError, zipfile.BadZipFile) as err:
+                reason = f"not a whole torch archive ({err})"
+        else:
+            continue
+        if reason:
+            return f"{name}: {reason}"
+    return None
+
+
+def _safetensors_damage(path: str) -> str | None:
+    size = os.path.getsize(path)
+    try:
+        with open(path, "rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or length > size - 8:
+                return f"{size} bytes, shorter than its header"
+            header = json.loads(f.read(length))
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
+        return f"unreadable header ({type(err).__name__})"
+    if 8 + length + end > size:
+        return f"{size} bytes, its header promises {8 + length + end}"
+    return None
 
 
 def _marker_run_id(marker: str) -> str | None:

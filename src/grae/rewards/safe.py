@@ -31,7 +31,7 @@ def _callable_name(fn: Callable) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
-#: a returned value that is not a reward: ±inf, or not a number (a string, a list, ...)
+#: a returned value that is not a reward: ±inf or beyond ±REWARD_LIMIT (1e30), or not a number (a string, a list, ...)
 BAD = object()
 
 
@@ -40,8 +40,13 @@ def _reward(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, numbers.Real):
-        value = float(value)
-        return None if math.isnan(value) else value if math.isfinite(value) else BAD
+        from grae.advantage.base import REWARD_LIMIT  # beyond it float32 training overflows: a fault, as ±inf
+
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond float64
+            return BAD
+        return None if math.isnan(value) else value if abs(value) <= REWARD_LIMIT else BAD
     return BAD
 
 

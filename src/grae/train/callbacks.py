@@ -39,21 +39,60 @@ class MetricsJsonl(TrainerCallback):
 
     Named columns (``step``, ``reward_mean``, ``omega``, ``acr``, ``entropy``, ``adv_pos_mass``,
     ``adv_neg_mass``, …) come first, then every raw log key. On resume, rows after the checkpoint
-    step are dropped first, so a resumed run's file has each step once.
+    step are dropped first, so a resumed run's file has each step once; rows up to the checkpoint
+    step that the file lost (torn by a kill, cut by hand) are rebuilt from the checkpoint's
+    ``trainer_state.json`` log history — the same logs, so the same rows — and ``log`` says how many.
+    History is never dropped silently.
     """
 
-    def __init__(self, path: str | Path, resume_step: int | None = None, *, owner: bool = True):
+    def __init__(self, path: str | Path, resume_step: int | None = None, *, owner: bool = True,
+                 checkpoint: str | None = None, log=None):
         self.path = Path(path)
         if owner:  # another process of a multi-process run: the main one keeps the file
             _restart_jsonl(self.path, resume_step)
+            if resume_step is not None and checkpoint:
+                _rebuild_lost_rows(self.path, checkpoint, log or print)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "reward" not in logs or not state.is_world_process_zero:
             return
-        row = {"step": state.global_step}
-        row.update({name: _clean(logs.get(key)) for name, key in COLUMNS.items()})
-        row.update({k: _clean(v) for k, v in logs.items() if isinstance(v, (int, float))})
-        append_jsonl(self.path, [row])
+        append_jsonl(self.path, [metrics_row(state.global_step, logs)])
+
+
+def metrics_row(step: int, logs: dict) -> dict:
+    """The ``metrics.jsonl`` row of the trainer's ``logs`` at ``step``."""
+    row = {"step": step}
+    row.update({name: _clean(logs.get(key)) for name, key in COLUMNS.items()})
+    row.update({k: _clean(v) for k, v in logs.items() if isinstance(v, (int, float))})
+    return row
+
+
+def _rebuild_lost_rows(path: Path, checkpoint: str, log) -> None:
+    """Put back the rows of ``checkpoint``'s log history that ``path`` lacks (the file ends at the checkpoint)."""
+    state_file = Path(checkpoint) / "trainer_state.json"
+    try:
+        history = json.loads(state_file.read_text()).get("log_history", [])
+    except (OSError, ValueError, AttributeError):
+        history = None
+    kept = {}
+    for line in (path.read_text().splitlines() if path.exists() else []):
+        step = _step_of(line)
+        if step is not None:
+            kept[step] = json.loads(line)
+    if history is None:
+        if kept:
+            return
+        log(f"{path.name}: no rows and no readable {state_file}; the history before step "
+            f"{Path(checkpoint).name.rsplit('-', 1)[-1]} is lost")
+        return
+    logged = {int(entry["step"]): entry for entry in history
+              if isinstance(entry, dict) and "reward" in entry and isinstance(entry.get("step"), int)}
+    lost = sorted(set(logged) - set(kept))
+    if not lost:
+        return
+    rows = {**kept, **{step: metrics_row(step, {k: v for k, v in logged[step].items() if k != "step"}) for step in lost}}
+    atomic_write_text(path, "".join(json.dumps(rows[step]) + "\n" for step in sorted(rows)))
+    log(f"{path.name}: {len(lost)} rows missing (steps {lost[0]}-{lost[-1]}) were rebuilt from {state_file}")
 
 
 class GroupsJsonl(TrainerCallback):

@@ -81,8 +81,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     args = grpo_config(cfg, output_dir=str(checkpoints))  # under accelerate/torchrun: the process group, with ddp_timeout
     main = is_main(args)
     # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
-    run_id, resume_from = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume, overwrite=overwrite))
+    run_id, resume_from, notes = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume,
+                                                                        overwrite=overwrite))
     log = _logger(console) if main else (lambda message: None)
+    for note in notes:
+        log(note)
     torch.manual_seed(cfg.seed)
 
     # data
@@ -120,7 +123,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
-    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main), interrupt]
+    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main, checkpoint=resume_from, log=log),
+                 interrupt]
     if cfg.keep_steps:
         callbacks.append(Snapshots(out, cfg.keep_steps, processing, owner=main))
     watchers = []  # callbacks that read the trainer's sampling state

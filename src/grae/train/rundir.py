@@ -10,14 +10,23 @@ fingerprint of its configuration) before anything else. A later command into the
 * with ``--overwrite``, clears the directory and starts a new run (a directory that holds no grae run
   is never cleared).
 
+The claim is made under an exclusive lock (``fcntl.flock`` on :data:`LOCK_FILE` in the directory),
+held until the process ends: of two commands started together into one directory exactly one runs,
+the other is refused in one line (``… is in use by another grae process``). A run that never trained
+a step (it failed on bad task parameters, say: no checkpoint, no metrics row) and whose process has
+ended holds nothing: the next command into the directory starts a new run there without
+``--overwrite``.
+
 Checkpoints carry the run id (``GraeTrainer.grae_run_id`` → the completion marker), and resume only
 considers checkpoints of this run, so another run's ``checkpoint-12`` left behind is never resumed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 import time
 import uuid
@@ -38,6 +47,10 @@ RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir")
 RUN_MARKERS = (RUN_FILE, "config.yaml")
 #: files a new run may find in its directory: ``grae compare``'s job configuration (its job folders)
 PRE_RUN_FILES = ("job.yaml",)
+#: the lock a claiming process holds for its lifetime (:func:`claim`); never cleared, never a run's content
+LOCK_FILE = ".grae.lock"
+#: this process's locks, by resolved directory (flock is per open file: a second open would conflict)
+_HELD: dict[str, int] = {}
 
 
 def fingerprint(config: dict[str, Any]) -> dict[str, Any]:
@@ -89,8 +102,13 @@ def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, d
         raise ConfigError("--resume and --overwrite: choose one (continue the run in the directory, or clear it)")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output_dir: {out} is a file, not a directory")
+    if not dry_run:
+        _lock(out)
     record = owner(out) if not overwrite else None
     owned = any((out / name).exists() for name in RUN_MARKERS)
+    stale = record is not None and not overwrite and never_trained(out)
+    if stale:  # a run that failed before its first step holds nothing: a new run takes its place
+        record, owned = None, False
     if overwrite and owned:
         if dry_run:
             return None
@@ -107,7 +125,7 @@ def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, d
         hint = "--resume continues it (only max_steps and eval settings may change)" if record else ""
         raise ConfigError(f"output_dir: {out} holds {what}; " + (f"{hint}, " if hint else "")
                           + "--overwrite clears it, or choose another --output-dir")
-    elif out.is_dir() and any(entry.name not in PRE_RUN_FILES for entry in out.iterdir()):
+    elif not stale and out.is_dir() and any(entry.name not in PRE_RUN_FILES + (LOCK_FILE,) for entry in out.iterdir()):
         raise ConfigError(f"output_dir: {out} is not empty and holds no grae run; choose another --output-dir")
     if dry_run:
         return None
@@ -117,9 +135,11 @@ def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, d
     return run_id
 
 
-def open_run(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> tuple[str, str | None]:
-    """Claim ``out`` (:func:`claim`), pick the checkpoint to resume — this run's newest complete one —
-    and record the configuration (``config.yaml``): ``(run id, checkpoint or None)``.
+def open_run(out: Path, config: dict[str, Any], *, resume: bool,
+             overwrite: bool) -> tuple[str, str | None, list[str]]:
+    """Claim ``out`` (:func:`claim`), pick the checkpoint to resume — this run's newest complete one
+    whose files are whole — and record the configuration (``config.yaml``): ``(run id, checkpoint or
+    None, lines to say)``; a newer checkpoint passed over because it is cut or corrupt is one line.
 
     A resume cannot shorten a run: ``max_steps`` below the steps already trained is refused (the
     weights, metrics and report would describe more steps than the configuration). Nothing is
@@ -127,14 +147,20 @@ def open_run(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool
     from grae.engines.trl import latest_complete_checkpoint
 
     run_id = claim(out, config, resume=resume, overwrite=overwrite)
-    checkpoint = latest_complete_checkpoint(str(out / "checkpoints"), run_id) if resume else None
+    notes: list[str] = []
+
+    def damaged(path: str, reason: str) -> None:
+        notes.append(f"{path} is damaged ({reason}); resuming from the newest whole checkpoint before it")
+        Path(path, "grae_checkpoint_complete").unlink(missing_ok=True)  # never picked again, even if not overwritten
+
+    checkpoint = latest_complete_checkpoint(str(out / "checkpoints"), run_id, on_damaged=damaged) if resume else None
     done = checkpoint_step(checkpoint)
     if done > config["max_steps"]:
         raise ConfigError(f"max_steps: {config['max_steps']}, but run {run_id} in {out} has trained {done} steps "
                           f"({checkpoint}); a resume keeps or extends the steps (--max-steps {done} or more), "
                           "--overwrite starts anew")
     atomic_write_text(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-    return run_id, checkpoint
+    return run_id, checkpoint, notes
 
 
 def checkpoint_step(checkpoint: str | None) -> int:
@@ -142,8 +168,42 @@ def checkpoint_step(checkpoint: str | None) -> int:
     return int(str(checkpoint).rsplit("-", 1)[1]) if checkpoint else 0
 
 
+def never_trained(out: Path) -> bool:
+    """``out``'s run trained no step: no checkpoint directory, no metrics row."""
+    checkpoints = out / "checkpoints"
+    if checkpoints.is_dir() and any(c.name.startswith("checkpoint-") for c in checkpoints.iterdir()):
+        return False
+    return not (out / METRICS_FILE).exists() or not read_metrics(out / METRICS_FILE)
+
+
+def _lock(out: Path) -> None:
+    """Hold ``out``'s :data:`LOCK_FILE` until this process ends; refused in one line while another holds it."""
+    key = str(out.resolve())
+    if key in _HELD:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ConfigError(f"output_dir: {out} is in use by another grae process; wait for it to end, "
+                          "or choose another --output-dir") from None
+    _HELD[key] = fd
+
+
+def release(out: Path) -> None:
+    """Give up this process's lock on ``out`` (``grae compare`` claims a job folder, then its
+    ``grae train`` process runs there)."""
+    fd = _HELD.pop(str(Path(out).resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
 def _clear(out: Path) -> None:
     for child in out.iterdir():
+        if child.name == LOCK_FILE:
+            continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child)
         else:
