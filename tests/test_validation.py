@@ -41,7 +41,7 @@ from grae.train.schema import config_keys, format_keys  # noqa: E402
     ({"peft.r": -1}, r"^peft\.r: must be >= 1"),
     ({"task.params.min_terms": -3}, r"^task: min_terms must be positive"),
     ({"estimator_params.alpha": "abc"}, r"^estimator: alpha: expected a number"),
-    ({"estimator_params.alpha": math.inf}, r"^estimator: alpha: must be a finite number"),
+    ({"estimator_params.alpha": math.inf}, r"^estimator: alpha: must be in \(0, 1\]"),
     ({"estimator_params.alpha": 1e9}, r"^estimator: alpha: must be in \(0, 1\]"),
     ({"estimator": "avspo", "estimator_params.alpha": 1e9}, r"^estimator: alpha: must be in \(0, 1\]"),
     ({"estimator": "w_reinforce", "estimator_params.lam": 2}, r"^estimator: lam: must be in \[0, 1\]"),
