@@ -74,7 +74,7 @@ def test_numeric_fields_cover_graes_sections():
             "sampling.success_threshold"} <= set(GRAE_NUMERIC)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(GRAE_NUMERIC + TRL_NUMERIC), value=st.sampled_from(HOSTILE))
 def test_every_numeric_field_is_accepted_finite_or_refused_in_one_line(key, value):
     try:
