@@ -226,3 +226,14 @@ def test_real_process_one_line_no_traceback_version_and_wide_tables(tmp_path):
                            env={k: v for k, v in __import__("os").environ.items() if k != "COLUMNS"})
     assert max(len(line) for line in table.stdout.splitlines()) > 80
     assert "…" not in table.stdout
+
+
+def test_no_grae_key_shadows_a_grpo_field():
+    """A grae key that is also a GRPOConfig field (other than those grae sets for TRL) would be refused as
+    ambiguous on every use: a new field must take another name."""
+    import dataclasses
+
+    from grae.train.config import TrainConfig
+
+    grae_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert grae_keys & set(config_mod.trl_fields()) == set(config_mod.MANAGED_TRL_KEYS)
