@@ -247,14 +247,15 @@ def get_estimator(name: str, **params: Any) -> Estimator:
             f"its parameters are: {describe(name)['signature']}"
         )
     defaults = describe(name)["defaults"]
-    for key, value in params.items():  # a parameter whose default is a number takes a finite number
-        default = defaults[key]
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise TypeError(f"{key}: expected a number (default {default!r}), got {value!r}")
-            if not math.isfinite(value):
-                raise ValueError(f"{key}: must be a finite number, got {value!r}")
-    return cls(**params)
+    numeric = [key for key in params if isinstance(defaults[key], (int, float)) and not isinstance(defaults[key], bool)]
+    for key in numeric:  # a parameter whose default is a number takes a number ...
+        if not isinstance(params[key], (int, float)) or isinstance(params[key], bool):
+            raise TypeError(f"{key}: expected a number (default {defaults[key]!r}), got {params[key]!r}")
+    estimator = cls(**params)  # ... in the constructor's range (its message names the rule) ...
+    for key in numeric:  # ... and finite, where the constructor does not say so itself
+        if not math.isfinite(params[key]):
+            raise ValueError(f"{key}: must be a finite number, got {params[key]!r}")
+    return estimator
 
 
 def describe(name: str) -> dict[str, Any]:

@@ -50,10 +50,5 @@ def _mount() -> None:
 
 
 def main() -> None:
-    import os
-    import sys
-
-    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
-        os.environ["COLUMNS"] = "400"  # rich reads it: tables in a pipe or file are not cut at 80 columns
     _mount()
     app()

@@ -9,13 +9,13 @@ def register(app: typer.Typer) -> None:
     @app.command("estimators")
     def estimators() -> None:
         """List registered advantage estimators with their default parameters."""
-        from rich.console import Console
         from rich.table import Table
 
         from grae.advantage import describe, names
+        from grae.cli.output import console
 
         table = Table("name", "parameters (defaults)", "what it is")
         for name in names():
             d = describe(name)
             table.add_row(name, d["signature"], d["summary"])
-        Console().print(table)
+        console().print(table)

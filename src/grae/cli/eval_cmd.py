@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from grae.cli.output import check_writable, error
+from grae.cli.output import console as make_console
 
 
 def _parse_params(values: list[str]) -> dict:
@@ -74,7 +75,6 @@ def register(app: typer.Typer) -> None:
         """Sample N completions per problem, verify each, write JSONL rows and pass@k (resumable)."""
         from contextlib import contextmanager
 
-        from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         from rich.table import Table
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
         from grae.eval.jobs import EvalError, evaluate_tasks
         from grae.eval.records import file_stem
 
-        console = Console(emoji=False)
+        console = make_console(emoji=False)
         params = _parse_params(task_param)
         if output is not None:
             check_writable(console, output, "--output")
@@ -157,13 +157,12 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Bootstrap seed."),
     ) -> None:
         """pass@k with bootstrap confidence intervals from existing sample files."""
-        from rich.console import Console
         from rich.table import Table
 
         from grae.eval.records import RecordsError, iter_rows
         from grae.eval.stats import count_problems, paired_difference, passk_estimates, shared_problems
 
-        console = Console()
+        console = make_console()
         ks = _parse_ks(k)
         for name, value, low in [("--n", n, 1), ("--bootstrap", bootstrap, 0)]:
             if value is not None and value < low:
@@ -250,12 +249,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """pass@k curves (log-2 k axis, one PNG per task) and a markdown table for several models, compared on
         the problems their sample rows share."""
-        from rich.console import Console
 
         from grae.eval.records import RecordsError
         from grae.eval.report import write_report
 
-        console = Console()
+        console = make_console()
         check_writable(console, output, "--output")
         try:
             result = write_report(inputs, output, label or None)

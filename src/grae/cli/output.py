@@ -10,6 +10,21 @@ from typing import Any
 
 from rich.markup import escape
 
+#: console width when stdout is not a terminal: tables in a pipe or file are not cut at rich's 80 columns
+PIPE_WIDTH = 400
+
+
+def console(**kwargs: Any) -> Any:
+    """A rich Console for a command's output; in a pipe or file (no terminal, no ``COLUMNS``) it is
+    :data:`PIPE_WIDTH` wide, so tables keep every column whole (tables do not expand to the width)."""
+    import sys
+
+    from rich.console import Console
+
+    if "width" not in kwargs and not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        kwargs["width"] = PIPE_WIDTH
+    return Console(**kwargs)
+
 
 def error(console: Any, label: str, message: Any) -> None:
     """One red ``label`` and the message, verbatim."""

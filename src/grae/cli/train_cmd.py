@@ -8,6 +8,7 @@ import signal
 import typer
 
 from grae.cli.output import check_writable, error
+from grae.cli.output import console as make_console
 
 
 def parse_overrides(extra: list[str]) -> dict:
@@ -136,13 +137,12 @@ def register(app: typer.Typer) -> None:
         sampling, --peft.r 16 trains a LoRA adapter, --trl.push_to_hub true --trl.hub_model_id ORG/NAME
         pushes the model. A GRPOConfig field may be given flat as in TRL (--learning_rate 1e-5), a flag
         without a value is true (--trl.bf16), and a TRL recipe YAML is read as it is. --help lists every key."""
-        from rich.console import Console
         from rich.table import Table
 
         from grae.train.config import ConfigError, load_config
 
         # several processes (accelerate launch, torchrun): the main one speaks
-        console = Console(emoji=False, quiet=os.environ.get("RANK", "0") != "0")
+        console = make_console(emoji=False, quiet=os.environ.get("RANK", "0") != "0")
         config, overrides = split_args(list(ctx.args))
         for key, value in [("estimator", estimator), ("max_steps", max_steps), ("seed", seed), ("output_dir", output_dir)]:
             if value is not None:
