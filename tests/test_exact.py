@@ -1,5 +1,4 @@
-"""Exact pass@k by answer enumeration (grae.eval.exact), its reference policies, and the calibrated
-seeds × problems interval (grae.compare.stats.two_level_bootstrap)."""
+"""Exact pass@k by answer enumeration (grae.eval.exact) and its reference policies."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from grae.compare.stats import crossed_variance, curve_bands, t_quantile, two_level_bootstrap
 from grae.eval.exact import near_miss_p, reference_counts
 from grae.eval.stats import count_problems, paired_difference, passk_estimates
 
@@ -59,46 +57,3 @@ def test_exact_agrees_with_sampled_on_the_tiny_model(tmp_path):
         interval = sampled.results["chain_sum"].intervals[k]
         assert interval[0] <= exact.results["chain_sum"].curve[k] <= interval[1]
     assert exact.summaries["chain_sum"]["references"]["format-only oracle"]["1"] >= exact.results["chain_sum"].curve[1]
-
-
-def _gaussian_coverage(n_seeds, sd_seed, sd_inter, reps, rng, problems=50):
-    hits = 0
-    for _ in range(reps):
-        values = (rng.normal(0, 1.0, problems)[None] + rng.normal(0, sd_seed, (n_seeds, 1))
-                  + rng.normal(0, sd_inter, (n_seeds, problems)))[..., None]
-        (iv,) = two_level_bootstrap(values)
-        hits += iv.lo <= 0.0 <= iv.hi
-    return hits / reps
-
-
-@pytest.mark.parametrize("n_seeds,sd_seed,sd_inter", [(3, 0.5, 0.2), (5, 0.5, 0.2), (5, 0.1, 0.3), (5, 0.0, 0.0)])
-def test_seeds_by_problems_interval_covers_95(n_seeds, sd_seed, sd_inter):
-    """Crossed random effects with known mean 0: seed-dominated (3 and 5 seeds), moderate, seed-free.
-    800 studies each: the binomial SE of the coverage is 0.8%, so 92–98% is a 3.5-SE band around 95%.
-    (The old two-level percentile bootstrap covers ~75% at 3 seeds, ~84% at 5, ~100% seed-free.)"""
-    coverage = _gaussian_coverage(n_seeds, sd_seed, sd_inter, 800, np.random.default_rng(n_seeds * 10 + int(10 * sd_seed)))
-    assert 0.92 <= coverage <= 0.98, coverage
-
-
-def test_interval_covers_large_k_rates_near_one():
-    """pass@256-like 0/1 values with mean ≈ 0.95 and no seed effect: the logit-scale interval covers."""
-    rng = np.random.default_rng(3)
-    hits = 0
-    for _ in range(800):
-        values = (rng.random((5, 200, 1)) < 0.95).astype(float)
-        (iv,) = two_level_bootstrap(values)
-        hits += iv.lo <= 0.95 <= iv.hi
-    assert 0.92 <= hits / 800 <= 0.98
-
-
-def test_crossed_variance_matches_known_components_and_edge_cases():
-    rng = np.random.default_rng(0)
-    S, P = 40, 400
-    values = (rng.normal(0, 0.3, (S, 1)) + rng.normal(0, 1.0, (1, P)) + rng.normal(0, 0.5, (S, P)))[..., None]
-    var, df = crossed_variance(values)
-    assert var[0] == pytest.approx(0.3**2 / S + 1.0 / P + 0.25 / (S * P), rel=0.35)
-    one_seed = rng.random((1, 30, 1))
-    assert crossed_variance(one_seed)[0][0] == pytest.approx(one_seed.var(ddof=1) / 30)
-    assert t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-3)
-    mean, lo, hi = curve_bands([[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]])
-    assert hi[0] - mean[0] == pytest.approx(4.3027 * 1.0 / np.sqrt(3), rel=1e-3) and lo[1] == hi[1] == 1.0

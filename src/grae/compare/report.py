@@ -104,10 +104,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
         invocations_line(out, len(cfg.jobs())),
         *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
-        "- statistics: mean over seeds and problems, 95% interval of the crossed seeds × problems design "
-        "(mean ± t·√V, V = (MS_seed + MS_problem − MS_resid)/(SP), Satterthwaite df, logit scale for rates; "
-        "93–97% coverage in simulated studies, bench/bench_interval_coverage.py); differences paired by seed "
-        "against the baseline (grae.compare.stats)",
+        f"- statistics: mean over seeds and problems, 95% two-level bootstrap (seeds × problems, {cfg.bootstrap} draws); "
+        "differences paired by seed against the baseline (grae.compare.stats)",
         f"- reproduce: `grae compare {cfg.source}`",
         "",
         "## Held-out pass@k after training (%; mean [95% CI])",
@@ -120,8 +118,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         lines += reference_rows(counts, read_rows(base_path), ks)
     for m, r in results.items():
         lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
-    lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = one-sided t p-value of the "
-              "sign)", "",
+    lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = share of draws on the other side "
+              "of 0)", "",
               "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
     lines += [difference_row(m, d, ks) for m, d in diffs.items()]
     if vs_base:
@@ -145,8 +143,8 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     allocation = update_allocation(data)
     lines += update_allocation_lines(allocation)
     if len(cfg.seeds) < 5:
-        lines += [f"Note: {len(cfg.seeds)} seeds per method; the intervals use t with about S − 1 degrees of freedom "
-                  "where seeds dominate, so they are wide, not optimistic.", ""]
+        lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed-level bootstrap "
+                  "underestimates the spread between seeds. Treat the intervals as optimistic.", ""]
     report = out / "report.md"
     atomic_write_text(report, "\n".join(lines))
     atomic_write_json(out / "summary.json", {
@@ -243,7 +241,7 @@ def update_allocation_lines(allocation: dict[str, dict[str, list[float]]]) -> li
 
 
 def training_passk(runs: list[list[dict]], group_size: int, draws: int = 2000) -> dict[str, list[Interval]]:
-    """pass@1 and pass@G of the training batches at 25/50/75/100 % of training, with the crossed-design interval over seeds (grae.compare.stats).
+    """pass@1 and pass@G of the training batches at 25/50/75/100 % of training, with a bootstrap over seeds.
 
     With 0/1 rewards a group of G samples is an unbiased pass@k sample for k ≤ G: pass@1 is the batch
     mean reward and pass@G is 1 − the fraction of all-wrong groups. Each seed's value at a fraction f is
@@ -353,7 +351,7 @@ def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path:
     ax.minorticks_off()
     ax.set_xlabel("k (samples)")
     ax.set_ylabel(f"pass@k − {baseline} (points)")
-    ax.set_title(f"paired difference vs {baseline} (95% crossed seeds × problems interval)", fontsize=9)
+    ax.set_title(f"paired difference vs {baseline} (95% two-level bootstrap)", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
