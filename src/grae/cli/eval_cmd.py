@@ -71,6 +71,9 @@ def register(app: typer.Typer) -> None:
                                                       "models on a busy machine."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace rows in the output directory that another "
                                        "model (other weights) or other sampling settings produced."),
+        exact: bool = typer.Option(False, "--exact", help="Exact pass@k: teacher-force every answer of the task's "
+                                   "finite answer set (no sampling); --n is then the largest k. Also prints the "
+                                   "format-only oracle and the near-miss guesser."),
     ) -> None:
         """Sample N completions per problem, verify each, write JSONL rows and pass@k (resumable)."""
         from contextlib import contextmanager
@@ -105,6 +108,10 @@ def register(app: typer.Typer) -> None:
 
         def finished(name: str, result, summary: dict) -> None:
             rate = summary["samples_per_second"]
+            if summary.get("exact"):
+                console.print(f"{escape(name)}: {result.counts.num_problems} problems, exact (every answer teacher-forced)"
+                              f" in {result.seconds:.1f} s")
+                return
             console.print(f"{escape(name)}: {result.counts.num_problems} problems × {n}; {result.num_generated} new samples"
                           f"{f' ({rate:.1f}/s)' if rate else ''}, {result.num_resumed} already on disk")
 
@@ -112,7 +119,7 @@ def register(app: typer.Typer) -> None:
             done = evaluate_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                   num_problems=num_problems, output=output, batch_size=batch_size, seed=seed,
                                   backend=backend, prompt_style=prompt_style, task_params=params, label=label,
-                                  device=device, dtype=dtype, overwrite=overwrite,
+                                  device=device, dtype=dtype, overwrite=overwrite, exact=exact,
                                   log=lambda line: console.print(line, markup=False), on_start=announce,
                                   progress=progress, on_task=finished)
         except EvalError as err:
@@ -130,7 +137,8 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", line)
             raise typer.Exit(1) from None
         results, label = done.results, done.plan.label
-        table = Table(title=escape(f"pass@k (%) — {label}, n={n}, T={temperature}, top-p={top_p}"))
+        how = "exact" if exact else f"n={n}"
+        table = Table(title=escape(f"pass@k (%) — {label}, {how}, T={temperature}, top-p={top_p}"))
         table.add_column("k", justify="right")
         for name in results:
             table.add_column(escape(name), justify="right")
@@ -142,6 +150,18 @@ def register(app: typer.Typer) -> None:
                 cells += [_pct(result.curve[k]), _ci(lo, hi)] if k in result.curve else ["–", ""]
             table.add_row(str(k), *cells)
         console.print(table)
+        for name, summary in done.summaries.items():
+            if summary.get("exact"):
+                console.print(f"{escape(name)}: enumerated mass per problem {_pct(summary['mass_mean'])}% on average "
+                              f"(min {_pct(summary['mass_min'])}%); the rest lies outside the answer format")
+                refs = Table(title=escape(f"reference policies (exact) — {name}"))
+                refs.add_column("policy")
+                ref_ks = list(next(iter(summary["references"].values())))
+                for k in ref_ks:
+                    refs.add_column(f"pass@{k}", justify="right")
+                for policy, row in summary["references"].items():
+                    refs.add_row(escape(policy), *(_pct(row[k]) for k in ref_ks))
+                console.print(refs)
         console.print(f"rows: {', '.join(str(done.plan.output / f'{file_stem(name)}.jsonl') for name in results)}\n"
                       f"summary: {done.summary_path}\nfigure: {done.figure}", markup=False, highlight=False, soft_wrap=True)
 

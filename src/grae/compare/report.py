@@ -116,6 +116,7 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     ]
     if base:
         lines.append("| base model | " + " | ".join(_fmt(base[k]) for k in ks) + " |")
+        lines += reference_rows(counts, read_rows(base_path), ks)
     for m, r in results.items():
         lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
     lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = share of draws on the other side "
@@ -157,6 +158,21 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         "update_allocation": allocation,
         "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
+
+
+def reference_rows(counts, rows: list[dict], ks) -> list[str]:
+    """Table rows of the reference policies (exact, no reasoning; grae.eval.exact) when the base model's
+    rows are exact: the format-only oracle and the near-miss guesser. Empty for sampled rows."""
+    if getattr(counts, "p", None) is None:
+        return []
+    from grae.eval.exact import reference_counts
+    from grae.eval.stats import passk_estimates
+
+    out = []
+    for name, ref in reference_counts(counts, rows).items():
+        values = passk_estimates(ref, ks, bootstrap=0)
+        out.append(f"| reference: {name} (exact) | " + " | ".join(f"{100 * values[k].value:.1f}" for k in ks) + " |")
+    return out
 
 
 def _span(values: list[int], thousands: bool = False) -> str:

@@ -109,6 +109,20 @@ class Task(ABC):
 
         return FormatReward(self.answer_format, name)
 
+    # --- finite answer sets (exact evaluation) -------------------------------------------------
+
+    def answer_set(self) -> list[str] | None:
+        """Every answer this task's problems can have, as answer strings, when that set is finite and
+        small enough to enumerate (None otherwise). :mod:`grae.eval.exact` teacher-forces each one."""
+        return None
+
+    def answer_completion(self, answer: str) -> str:
+        """The completion stating ``answer`` as this task's verifier accepts it (without EOS; see
+        :func:`grae.data.prompts.answer_completion`)."""
+        from grae.data.prompts import answer_completion
+
+        return answer_completion(answer, self.answer_format)
+
     # --- export --------------------------------------------------------------------------------
 
     def to_hf_dataset(self, examples: Sequence[dict]) -> datasets.Dataset:

@@ -52,6 +52,21 @@ def train_base(seed: int) -> int:
     return (seed * TRAIN_STRIDE) % HELDOUT_BASE
 
 
+def chain_sum_answers(params: Mapping[str, Any]) -> list[str]:
+    """Every integer ``chain_sum`` can answer with these parameters (reasoning-gym's defaults filled in):
+    terms have at most ``max_digits`` digits (largest M = 10**max_digits - 1); the first term is in
+    [0, M] and each later one is added or subtracted, so answers lie in [-(max_terms-1)·M, max_terms·M]
+    ([-max_terms·M, max_terms·M] with ``allow_negation``). Two terms of 1–2 digits: [-99, 198], 298 answers."""
+    top = 10 ** int(params.get("max_digits", 4)) - 1
+    terms = int(params.get("max_terms", 6))
+    low = -terms * top if params.get("allow_negation", False) else -(terms - 1) * top
+    return [str(v) for v in range(low, terms * top + 1)]
+
+
+#: Generators whose answers form a finite set: ``generator -> rule(generator_kwargs) -> answers``.
+ANSWER_SETS = {"chain_sum": chain_sum_answers}
+
+
 def _draw_budget(n: int) -> int:
     return min(MAX_DRAWS, max(1000, 20 * n))
 
@@ -253,6 +268,11 @@ class ReasoningGymTask(Task):
                 except (ValueError, KeyError):
                     pass
         return {"question": example.get("question", ""), "answer": str(example.get("answer", "")), "metadata": {}}
+
+    def answer_set(self) -> list[str] | None:
+        """The generator's finite answer set under its parameters (:data:`ANSWER_SETS`), else None."""
+        rule = ANSWER_SETS.get(self.generator)
+        return rule(self.generator_kwargs) if rule is not None else None
 
     def score(self, completion: Any, example: Mapping[str, Any]) -> float:
         """Extract (``<answer>``, ``\\boxed``, then :attr:`plain_answer` fallback) and score with the

@@ -41,3 +41,17 @@ def procedural_prompt(question: str, style: PromptStyle = "plain", system_prompt
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     messages.append({"role": "user", "content": question})
     return messages
+
+
+def answer_completion(answer: str, answer_format: str) -> str:
+    """The completion that states ``answer`` in ``answer_format``, exactly as the verifier accepts it (EOS
+    not included): ``plain`` -> ``" {answer}"`` (the tiny model's SFT target), ``answer_tag`` ->
+    ``"<answer>{answer}</answer>"``, ``boxed`` -> ``"\\boxed{{answer}}"``. Used by the exact evaluation
+    (:mod:`grae.eval.exact`), which teacher-forces every candidate answer."""
+    if answer_format == "plain":
+        return f" {answer}"
+    if answer_format == "answer_tag":
+        return f"<answer>{answer}</answer>"
+    if answer_format == "boxed":
+        return "\\boxed{" + str(answer) + "}"
+    raise ValueError(f"answer_format {answer_format!r}: one of plain, answer_tag, boxed")

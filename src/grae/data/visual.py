@@ -155,6 +155,10 @@ class CountShapes(VisualTask):
         self.max_shapes = max_shapes
         self.cell = self.image_size // 4  # shapes sit in a 4 × 4 grid of cells, at most one per cell
 
+    def answer_set(self) -> list[str]:
+        """0 … ``max_shapes`` (no shape of the asked colour is a valid answer)."""
+        return [str(v) for v in range(0, self.max_shapes + 1)]
+
     def scene(self, rng: random.Random) -> dict[str, Any]:
         count = rng.randint(1, self.max_shapes)
         cells = rng.sample(range(16), count)
@@ -191,6 +195,10 @@ class BarValue(VisualTask):
         if not 2 <= max_value <= 9:
             raise ValueError(f"max_value: between 2 and 9, got {max_value}")
         self.max_value = max_value
+
+    def answer_set(self) -> list[str]:
+        """1 … ``max_value``."""
+        return [str(v) for v in range(1, self.max_value + 1)]
 
     def scene(self, rng: random.Random) -> dict[str, Any]:
         order = rng.sample(sorted(COLOURS), 3)

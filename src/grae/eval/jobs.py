@@ -104,6 +104,8 @@ class EvalPlan:
     seed: int
     prompt_style: str | None
     tasks: list[PlannedTask]
+    #: exact pass@k by answer enumeration (grae.eval.exact) instead of sampling
+    exact: bool = False
 
     def meta(self, planned: PlannedTask) -> dict[str, Any]:
         """The settings recorded beside a task's rows (and checked when they are resumed)."""
@@ -112,7 +114,7 @@ class EvalPlan:
         return {"model": self.model, "identity": self.identity, "label": self.label, "backend": self.backend,
                 "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens or default_max_tokens(planned.task), "batch_size": self.batch_size,
-                "task_params": planned.params, "prompt_style": self.prompt_style}
+                "task_params": planned.params, "prompt_style": self.prompt_style, "exact": self.exact}
 
     def rows_path(self, planned: PlannedTask) -> Path:
         return self.output / f"{file_stem(planned.name)}.jsonl"
@@ -171,6 +173,7 @@ def plan_tasks(
     label: str | None = None,
     overwrite: bool = False,
     log: Callable[[str], None] = print,
+    exact: bool = False,
 ) -> EvalPlan:
     """Check the settings, resolve the tasks and clear the way in the output directory (see
     :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
@@ -203,9 +206,23 @@ def plan_tasks(
         raise EvalError(f"--task-param {params}: {err}", exit_code=2) from None
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
+    if exact:
+        from .exact import ExactError, task_answer_set
+
+        try:
+            for planned in resolved:
+                task_answer_set(planned.task)
+        except ExactError as err:
+            raise EvalError(f"--exact: {err}", exit_code=2) from None
+        if temperature <= 0:
+            raise EvalError("--exact: --temperature must be > 0 (greedy has no distribution to enumerate)", exit_code=2)
+        if backend == "vllm":
+            raise EvalError("--exact: runs on the hf backend (teacher forcing); drop --backend vllm", exit_code=2)
     plan = EvalPlan(model=model, identity=identity, label=label, output=output, backend=chosen,
                     batch_size=batch_size or DEFAULT_BATCH_SIZE[chosen], n=n, temperature=temperature, top_p=top_p,
-                    max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved)
+                    max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved, exact=exact)
+    if exact:
+        plan.backend = "hf"
 
     # one model's results per directory: rows of other weights or settings are refused (or, with
     # overwrite, replaced) before the model loads; a refused call changes nothing
@@ -259,6 +276,17 @@ def run_plan(
             raise EvalError(err, exit_code=1) from err
         name = planned.name
         stem = file_stem(name)
+        if plan.exact:
+            result = _run_exact(plan, planned, sampler, examples, output / f"{stem}.jsonl", progress)
+            summary = {**result.summary(), **_exact_summary(result), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            atomic_write_json(output / f"{stem}.summary.json", summary)
+            combined["tasks"][name] = summary
+            atomic_write_json(out.summary_path, combined)
+            out.results[name] = result
+            out.summaries[name] = summary
+            if on_task is not None:
+                on_task(name, result, summary)
+            continue
         bar = progress(name, len(examples) * n) if progress is not None else nullcontext(None)
         with bar as update:
             try:
@@ -277,9 +305,50 @@ def run_plan(
             on_task(name, result, summary)
     if out.results:
         out.figure = plot_passk_curves({name: r.curve for name, r in out.results.items()}, output / "passk.png",
-                                       title=f"{plan.label} (n={n}, T={plan.temperature})",
+                                       title=f"{plan.label} ({'exact' if plan.exact else f'n={n}'}, T={plan.temperature})",
                                        intervals={name: r.intervals for name, r in out.results.items()})
     return out
+
+
+def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: list[dict[str, Any]], rows_path: Path,
+               progress: ProgressFactory | None) -> EvalResult:
+    """Exact rows of one task (grae.eval.exact), recorded like sampled rows, as an :class:`EvalResult`."""
+    from grae.metrics import powers_of_two
+
+    from .exact import ExactError, run_exact
+    from .runner import _check_resume
+    from .stats import passk_estimates
+
+    settings = {**plan.meta(planned), "task": planned.name, "seed": plan.seed, "n": plan.n}
+    try:
+        runner.discard_rows(rows_path)  # exact rows are recomputed whole (seconds), never resumed
+        _check_resume(rows_path, settings)
+        bar = progress(planned.name, len(examples)) if progress is not None else nullcontext(None)
+        with bar as update:
+            counts, rows, seconds = run_exact(sampler.model, sampler.tokenizer, examples, planned.task,
+                                              render=sampler.render, temperature=plan.temperature, top_p=plan.top_p,
+                                              max_tokens=settings["max_tokens"], output_path=rows_path, k_max=plan.n,
+                                              progress=update)
+    except (ExactError, RecordsError) as err:
+        raise EvalError(err, exit_code=1) from err
+    estimates = passk_estimates(counts, powers_of_two(plan.n), seed=plan.seed)
+    return EvalResult(task=planned.name, counts=counts, curve={k: e.value for k, e in estimates.items()},
+                      intervals={k: (e.lo, e.hi) for k, e in estimates.items()}, num_generated=len(rows),
+                      num_resumed=0, seconds=seconds, output_path=rows_path, settings=settings)
+
+
+def _exact_summary(result: EvalResult) -> dict[str, Any]:
+    """The exact-only part of a summary: enumerated mass and the reference policies' pass@k."""
+    from grae.eval.records import read_rows
+
+    from .exact import NEAR_MISS_W, reference_table
+
+    counts = result.counts
+    ks = sorted({1, 16, 64, 256} & set(result.curve) | {max(result.curve)})
+    table = reference_table(counts, read_rows(result.output_path) if result.output_path else None, ks)
+    return {"exact": True, "mass_mean": float(counts.mass.mean()), "mass_min": float(counts.mass.min()),
+            "near_miss_w": NEAR_MISS_W,
+            "references": {name: {str(k): v for k, v in row.items()} for name, row in table.items()}}
 
 
 def evaluate_tasks(
@@ -301,6 +370,7 @@ def evaluate_tasks(
     device: str | None = None,
     dtype: str = "auto",
     overwrite: bool = False,
+    exact: bool = False,
     log: Callable[[str], None] = print,
     on_start: Callable[[EvalPlan], None] | None = None,
     progress: ProgressFactory | None = None,
@@ -319,6 +389,8 @@ def evaluate_tasks(
         task_params: parameters for :func:`grae.data.get_task` (procedural tasks).
         label: the model's label in summaries and figures (None: :func:`model_label`).
         overwrite: replace rows in ``output`` of other weights or other settings (otherwise refused).
+        exact: exact pass@k by answer enumeration (:mod:`grae.eval.exact`; tasks with a finite answer
+            set, hf backend); ``n`` is then the largest k reported.
         log: informational lines; ``on_start(plan)``: once, after the checks, before the model loads;
             ``progress``: see :data:`ProgressFactory`; ``on_task(name, result, summary)``: after each task.
 
@@ -330,7 +402,8 @@ def evaluate_tasks(
     """
     plan = plan_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                       num_problems=num_problems, output=output, batch_size=batch_size, seed=seed, backend=backend,
-                      prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log)
+                      prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log,
+                      exact=exact)
     if on_start is not None:
         on_start(plan)
     return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task)

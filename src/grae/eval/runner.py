@@ -114,7 +114,8 @@ def settings_path(output_path: str | Path) -> Path:
 
 #: Settings that must match for rows on disk to be resumed (n, problems and batch size may change).
 #: ``identity`` is what was evaluated (grae.eval.identity): it changes when the weights change.
-RESUME_KEYS = ("identity", "model", "task", "task_params", "prompt_style", "temperature", "top_p", "max_tokens", "seed")
+RESUME_KEYS = ("identity", "model", "task", "task_params", "prompt_style", "temperature", "top_p", "max_tokens", "seed",
+               "exact")
 
 
 def stale_reason(output_path: str | Path, settings: dict[str, Any]) -> str | None:
@@ -129,6 +130,7 @@ def stale_reason(output_path: str | Path, settings: dict[str, Any]) -> str | Non
         rows = Path(output_path).exists() and Path(output_path).stat().st_size > 0
         return "rows without a record of what produced them" if rows and "identity" in settings else None
     previous = json.loads(sidecar.read_text())
+    previous.setdefault("exact", False)  # sidecars from before exact rows existed hold sampled rows
     keys = [k for k in RESUME_KEYS if not (k == "model" and "identity" in settings and "identity" in previous)]
     changed = {key: (previous.get(key), settings.get(key)) for key in keys  # same weights under another name: fine
                if key in settings and (key in previous or key == "identity") and previous.get(key) != settings[key]}

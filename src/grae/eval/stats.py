@@ -26,6 +26,15 @@ class ProblemCounts:
     c: np.ndarray
     #: question ids that had fewer than the requested ``n`` samples and were left out
     dropped: list[str] = field(default_factory=list)
+    #: exact rows (:mod:`grae.eval.exact`): p(correct) per problem; pass@k = 1 − (1 − p)^k with no
+    #: sampling variance. ``n`` is then the largest k reported and ``c`` = p·n (expected correct samples).
+    p: np.ndarray | None = None
+    #: exact rows: the probability mass of the enumerated answer set per problem
+    mass: np.ndarray | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.p is not None
 
     @property
     def num_problems(self) -> int:
@@ -35,7 +44,9 @@ class ProblemCounts:
         """The counts of ``question_ids`` (each must be present), in that order."""
         index = {q: i for i, q in enumerate(self.question_ids)}
         rows = [index[q] for q in question_ids]
-        return ProblemCounts(list(question_ids), self.n[rows], self.c[rows])
+        return ProblemCounts(list(question_ids), self.n[rows], self.c[rows],
+                             p=None if self.p is None else self.p[rows],
+                             mass=None if self.mass is None else self.mass[rows])
 
 
 def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
@@ -51,7 +62,15 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
     """
     samples: dict[str, list[tuple[float, bool]]] = {}
     seen: dict[tuple[str, Any], bool] = {}
+    exact: dict[str, dict[str, Any]] = {}
     for position, row in enumerate(rows):
+        if row.get("exact") is True:
+            if samples:
+                raise RecordsError(f"row {position + 1}: exact rows mixed with sampled rows in one file")
+            exact[str(row.get("question_id"))] = row
+            continue
+        if exact:
+            raise RecordsError(f"row {position + 1}: sampled rows mixed with exact rows in one file")
         if "question_id" not in row or "label" not in row:
             raise RecordsError(f"row {position + 1} lacks 'question_id' or 'label': keys {sorted(row)}")
         if not isinstance(row["question_id"], (str, int)) or isinstance(row["question_id"], bool):
@@ -72,6 +91,8 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
             seen[qid, gid] = label
         order = float(gid) if isinstance(gid, (int, float)) and not isinstance(gid, bool) else float("inf")
         samples.setdefault(qid, []).append((order, label))
+    if exact:
+        return _exact_counts(exact, n, question_ids)
     if question_ids is not None:
         wanted = [str(q) for q in question_ids]
         missing = [q for q in wanted if q not in samples]
@@ -91,6 +112,33 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
         raise RecordsError(f"no problem has {n} samples (most has {max(sizes.values())})")
     c = [sum(label for _, label in samples[qid][:n]) for qid in kept]
     return ProblemCounts(kept, np.full(len(kept), n, dtype=np.int64), np.asarray(c, dtype=np.int64), dropped)
+
+
+#: The largest k an exact file reports by default (pass@k = 1 − (1 − p)^k is defined for every k).
+EXACT_K_MAX = 256
+
+
+def _exact_counts(rows: dict[str, dict[str, Any]], n: int | None,
+                  question_ids: Sequence[str] | None) -> ProblemCounts:
+    """:class:`ProblemCounts` of exact rows ``{"question_id", "exact": true, "p", "mass", "k_max"?}``."""
+    wanted = [str(q) for q in question_ids] if question_ids is not None else list(rows)
+    kept = [q for q in wanted if q in rows]
+    if not kept:
+        raise RecordsError("no exact row for the requested problems")
+    p, mass = [], []
+    for q in kept:
+        try:
+            p.append(float(rows[q]["p"]))
+            mass.append(float(rows[q].get("mass", float("nan"))))
+        except (KeyError, TypeError, ValueError):
+            raise RecordsError(f"exact row of question {q} lacks a numeric 'p'") from None
+    p_arr = np.asarray(p)
+    if np.any(~np.isfinite(p_arr)) or np.any(p_arr < 0) or np.any(p_arr > 1 + 1e-9):
+        raise RecordsError("exact rows: 'p' must lie in [0, 1]")
+    k_max = int(n if n is not None else rows[kept[0]].get("k_max", EXACT_K_MAX))
+    p_arr = p_arr.clip(0.0, 1.0)
+    return ProblemCounts(kept, np.full(len(kept), k_max, dtype=np.int64), p_arr * k_max,
+                         [q for q in wanted if q not in rows], p=p_arr, mass=np.asarray(mass))
 
 
 def shared_problems(counts: Sequence[ProblemCounts]) -> list[str]:
@@ -123,7 +171,10 @@ def default_ks(counts: ProblemCounts) -> list[int]:
 
 
 def per_problem_passk(counts: ProblemCounts, ks: Sequence[int]) -> np.ndarray:
-    """Matrix ``[problems, len(ks)]`` of unbiased per-problem pass@k (from :func:`grae.metrics.pass_at_k_many`)."""
+    """Matrix ``[problems, len(ks)]`` of unbiased per-problem pass@k (from :func:`grae.metrics.pass_at_k_many`);
+    for exact counts, 1 − (1 − p)^k."""
+    if counts.p is not None:
+        return 1.0 - (1.0 - counts.p[:, None]) ** np.asarray(ks, dtype=np.float64)[None, :]
     return np.stack([pass_at_k_many(counts.n, counts.c, int(k)) for k in ks], axis=1)
 
 

@@ -1,0 +1,222 @@
+"""Exact pass@k by answer enumeration: teacher-force every candidate answer, no sampling.
+
+When a task's answers form a finite set (:meth:`grae.data.base.Task.answer_set`, e.g. ``chain_sum``'s
+integer range), the probability that one sample is correct is the probability of the gold answer's
+completion, ``p = π(completion(gold) + EOS | prompt)``, under the *sampling* distribution (temperature
+``T`` then nucleus ``top_p``, as :class:`grae.eval.backends.HFSampler` samples). Then
+
+    pass@k = mean over problems of 1 − (1 − p)^k          (k = 1 … 256, no sampling variance)
+
+Every candidate ``a`` of the set is scored the same way, so each problem also reports the enumerated
+mass ``Σ_a π(completion(a) + EOS)``: what lies outside (other formats, non-canonical tokenizations,
+trailing text the verifier might also accept) is ``1 − mass``. ``p`` counts only the canonical
+completion, so exact pass@k is a lower bound of the sampled one by at most that outside mass.
+
+Speed: one forward of the prompt, its KV cache repeated for the ``C`` candidates, one forward of the
+``[C, L]`` candidate tokens (right padded; causal attention never sees the padding).
+
+Reference policies (issue 21 §2), computed exactly from the same rows:
+
+* **format-only oracle**: the model with all mass outside the enumerated answer format removed and
+  renormalised, ``p / mass`` per problem;
+* **near-miss guesser**: uniform on the answers of the set within ``± w`` of the gold answer (a
+  numeric set; ``w`` = :data:`NEAR_MISS_W`), ``p = 1 / |{a ∈ set : |a − gold| ≤ w}|``.
+
+Rows (one per problem, in ``<task>.jsonl`` like sampled rows; :func:`grae.eval.stats.count_problems`
+reads them)::
+
+    {"question_id", "task", "prompt", "gold_answer", "exact": true, "p", "mass", "k_max",
+     "mode_answer", "mode_p", "near_miss_p"}
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grae.io import atomic_write_text
+
+from .stats import EXACT_K_MAX, ProblemCounts, count_problems, passk_estimates
+
+#: Half-width of the near-miss guesser's window (answers within ± w of the gold answer).
+NEAR_MISS_W = 20
+
+
+class ExactError(ValueError):
+    """A task or model the exact evaluation cannot enumerate (one line naming the fix)."""
+
+
+def task_answer_set(task: Any) -> list[str]:
+    """The task's declared finite answer set, or :class:`ExactError` naming why there is none."""
+    answers = task.answer_set() if hasattr(task, "answer_set") else None
+    if not answers:
+        raise ExactError(f"task {getattr(task, 'name', task)!r} declares no finite answer set; --exact needs one "
+                         "(grae.data Task.answer_set: chain_sum, count_shapes, bar_value)")
+    return list(answers)
+
+
+def nucleus_logprobs(logits, temperature: float, top_p: float):
+    """Log-probabilities of the sampling distribution: ``logits / T``, then top-p as transformers'
+    ``TopPLogitsWarper`` (drop the smallest tokens whose cumulative probability ≤ 1 − top_p, keep at
+    least one), renormalised. ``logits``: ``[..., V]``; dropped tokens get −inf."""
+    import torch
+
+    scores = logits.float() / temperature
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove_sorted = cumulative <= (1 - top_p)
+        remove_sorted[..., -1] = False
+        remove = remove_sorted.scatter(-1, order, remove_sorted)
+        scores = scores.masked_fill(remove, float("-inf"))
+    return torch.log_softmax(scores, dim=-1)
+
+
+class CandidateScorer:
+    """Sequence probabilities of a fixed list of completions after any prompt, for one HF causal LM."""
+
+    def __init__(self, model, tokenizer, completions: Sequence[str], *, temperature: float = 0.6,
+                 top_p: float = 0.95, max_tokens: int | None = None):
+        import torch
+
+        if temperature <= 0:
+            raise ExactError("--temperature 0 (greedy) has no sampling distribution to enumerate; use T > 0")
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.top_p = float(temperature), float(top_p)
+        eos = model.generation_config.eos_token_id
+        eos = eos[0] if isinstance(eos, (list, tuple)) else eos
+        eos = eos if eos is not None else tokenizer.eos_token_id
+        ids = [tokenizer(text, add_special_tokens=False)["input_ids"] + [eos] for text in completions]
+        self.lengths = torch.tensor([len(t) for t in ids])  # [C]
+        #: completions the sampler could not produce (longer than max_tokens) have probability 0
+        self.too_long = (self.lengths > max_tokens) if max_tokens else torch.zeros(len(ids), dtype=torch.bool)
+        width = int(self.lengths.max())
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+        self.tokens = torch.full((len(ids), width), pad, dtype=torch.long)  # [C, L]
+        for i, t in enumerate(ids):
+            self.tokens[i, : len(t)] = torch.tensor(t)
+        self.valid = torch.arange(width)[None, :] < self.lengths[:, None]  # [C, L]
+
+    def logprobs(self, prompt: str) -> np.ndarray:
+        """``[C]`` log-probabilities of every completion (+ EOS) after ``prompt`` (rendered text)."""
+        import torch
+
+        from .backends import _starts_with_special
+
+        tok, model = self.tokenizer, self.model
+        device = next(model.parameters()).device
+        enc = tok(prompt, return_tensors="pt", add_special_tokens=not _starts_with_special(tok, prompt))
+        prompt_ids = enc["input_ids"].to(device)  # [1, Lp]
+        copies = self.tokens.shape[0]
+        tokens = self.tokens.to(device)
+        with torch.no_grad():
+            out = model(input_ids=prompt_ids, use_cache=True)
+            first = nucleus_logprobs(out.logits[:, -1], self.temperature, self.top_p)  # [1, V]
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(copies)
+            positions = torch.arange(prompt_ids.shape[1], prompt_ids.shape[1] + tokens.shape[1] - 1, device=device)
+            if tokens.shape[1] > 1:
+                rest = model(input_ids=tokens[:, :-1], past_key_values=cache, use_cache=False,
+                             position_ids=positions[None, :].expand(copies, -1)).logits  # [C, L-1, V]
+                steps = torch.cat([first.expand(copies, -1)[:, None], nucleus_logprobs(rest, self.temperature,
+                                                                                          self.top_p)], dim=1)
+            else:
+                steps = first.expand(copies, -1)[:, None]
+            picked = steps.gather(-1, tokens[:, :, None])[..., 0]  # [C, L]
+            picked = picked.masked_fill(~self.valid.to(device), 0.0)
+            total = picked.sum(dim=1).cpu()
+        total = total.masked_fill(self.too_long, float("-inf"))
+        return total.double().numpy()
+
+
+def near_miss_p(gold: str, answers: Sequence[str], w: int = NEAR_MISS_W) -> float:
+    """p(correct) of the near-miss guesser: uniform on the set's answers within ± ``w`` of ``gold``
+    (numeric sets; NaN when the answers are not integers)."""
+    try:
+        g = int(gold)
+        near = sum(1 for a in answers if abs(int(a) - g) <= w)
+    except ValueError:
+        return float("nan")
+    return 1.0 / near if near else 0.0
+
+
+def exact_rows(scorer: CandidateScorer, examples: Sequence[dict[str, Any]], task: Any, answers: Sequence[str],
+               render: Callable[[Any], str], *, k_max: int = EXACT_K_MAX,
+               progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """One exact row per example (module docstring). Checks that the gold answer is in the set and that
+    the task's verifier accepts its completion, so a wrong declaration cannot pass silently."""
+    index = {a: i for i, a in enumerate(answers)}
+    name = getattr(task, "name", "task")
+    rows = []
+    for done, example in enumerate(examples, 1):
+        gold = str(example["answer"]).strip()
+        if gold not in index:
+            raise ExactError(f"task {name}: gold answer {gold!r} of {example['question_id']} is outside the declared "
+                             f"answer set ({answers[0]} … {answers[-1]}); the set's declaration is wrong")
+        completion = task.answer_completion(gold)
+        if task.score(completion, example) != 1.0:
+            raise ExactError(f"task {name}: the verifier rejects the gold completion {completion!r}; "
+                             "answer_completion does not match the task's answer format")
+        prompt = render(example["prompt"])
+        logp = scorer.logprobs(prompt)
+        probs = np.exp(logp)
+        mode = int(np.argmax(logp))
+        rows.append({"question_id": str(example["question_id"]), "task": name, "prompt": prompt,
+                     "gold_answer": gold, "exact": True, "p": float(probs[index[gold]]), "mass": float(probs.sum()),
+                     "k_max": k_max, "mode_answer": answers[mode], "mode_p": float(probs[mode]),
+                     "near_miss_p": near_miss_p(gold, answers)})
+        if progress is not None:
+            progress(done, len(examples))
+    return rows
+
+
+def reference_counts(counts: ProblemCounts, rows: Sequence[dict[str, Any]] | None = None) -> dict[str, ProblemCounts]:
+    """The reference policies of exact ``counts`` as exact counts of their own: ``format-only oracle``
+    (p / mass) and, when ``rows`` carry ``near_miss_p``, ``near-miss guesser (w = …)``."""
+    if counts.p is None or counts.mass is None:
+        raise ValueError("reference policies need exact counts (p and mass per problem)")
+    out = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        oracle = np.where(counts.mass > 0, counts.p / counts.mass, 0.0).clip(0.0, 1.0)
+    out["format-only oracle"] = ProblemCounts(counts.question_ids, counts.n, oracle * counts.n, p=oracle,
+                                              mass=np.ones_like(oracle))
+    if rows is not None:
+        by_q = {str(r["question_id"]): r.get("near_miss_p") for r in rows}
+        near = np.array([float(by_q.get(q) if by_q.get(q) is not None else math.nan) for q in counts.question_ids])
+        if np.all(np.isfinite(near)):
+            out[f"near-miss guesser (w = {NEAR_MISS_W})"] = ProblemCounts(counts.question_ids, counts.n,
+                                                                          near * counts.n, p=near, mass=np.ones_like(near))
+    return out
+
+
+def reference_table(counts: ProblemCounts, rows: Sequence[dict[str, Any]] | None = None,
+                    ks: Sequence[int] = (1, 16, 64, 256)) -> dict[str, dict[int, float]]:
+    """``{policy: {k: pass@k}}`` for the model itself and its reference policies (exact, no interval)."""
+    table = {"model (exact)": counts, **reference_counts(counts, rows)}
+    return {name: {int(k): e.value for k, e in passk_estimates(c, ks, bootstrap=0).items()} for name, c in table.items()}
+
+
+def run_exact(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *, render: Callable[[Any], str],
+              temperature: float, top_p: float, max_tokens: int | None, output_path: str | Path | None = None,
+              k_max: int = EXACT_K_MAX, progress: Callable[[int, int], None] | None = None,
+              ) -> tuple[ProblemCounts, list[dict[str, Any]], float]:
+    """Exact rows of ``examples`` (written atomically to ``output_path`` when given), their counts and the
+    seconds it took."""
+    import json
+
+    if any(example.get("image") is not None for example in examples):
+        raise ExactError(f"task {getattr(task, 'name', task)!r} has images: --exact supports text tasks only for now")
+    start = time.perf_counter()
+    answers = task_answer_set(task)
+    scorer = CandidateScorer(model, tokenizer, [task.answer_completion(a) for a in answers],
+                             temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+    rows = exact_rows(scorer, examples, task, answers, render, k_max=k_max, progress=progress)
+    if output_path is not None:
+        atomic_write_text(Path(output_path), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    counts = count_problems(rows)
+    return counts, rows, time.perf_counter() - start
