@@ -239,7 +239,10 @@ def resolve_model_path(model: str) -> str:
     from grae.presets import PRESETS, resolve_model
 
     if model in PRESETS and not Path(model).exists():
-        path = Path(resolve_model(model))
+        try:
+            path = Path(resolve_model(model))
+        except RuntimeError as err:  # smollm2 without its wheel: the install line, not a traceback
+            raise ModelLoadError(str(err)) from None
         if not (path / "config.json").exists():
             hint = {"tiny": " (build it with `grae tiny build`)",
                     "tiny-vlm": " (build it with `grae tiny build --vlm`)"}.get(model, "")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grae.eval.identity import model_identity, trained_identity
-from grae.train.config import TrainConfig, grpo_config, lora_config, to_dict
+from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, to_dict
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
@@ -81,18 +81,24 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     args = grpo_config(cfg, output_dir=str(checkpoints))  # under accelerate/torchrun: the process group, with ddp_timeout
     main = is_main(args)
     # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
+    # data and the model's files first: a task that has fewer distinct problems than asked, or a preset
+    # whose package is missing, is a config error (one line, exit 2) before the run directory is claimed
+    try:
+        task = get_task(cfg.task.name, **cfg.task.params)
+        train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
+        heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+    except ValueError as err:
+        raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
+    try:
+        model_path = resolve_model(cfg.model)
+    except RuntimeError as err:
+        raise ConfigError(f"model: {err}") from None
     run_id, resume_from = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume, overwrite=overwrite))
     log = _logger(console) if main else (lambda message: None)
     torch.manual_seed(cfg.seed)
-
-    # data
-    task = get_task(cfg.task.name, **cfg.task.params)
-    train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
-    heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     dataset = task.to_hf_dataset(train_examples)
 
     # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
-    model_path = resolve_model(cfg.model)
     if is_vision_language(AutoConfig.from_pretrained(model_path)):
         processing = AutoProcessor.from_pretrained(model_path)
         model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
