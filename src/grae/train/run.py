@@ -74,7 +74,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.data import get_task
     from grae.engines.trl import GraeTrainer, latest_complete_checkpoint
     from grae.presets import resolve_model
-    from grae.train.callbacks import CompletionBudget, GracefulInterrupt, GroupsJsonl, MetricsJsonl, RichProgress
+    from grae.train.callbacks import (
+        CompletionBudget,
+        GracefulInterrupt,
+        GroupsJsonl,
+        MetricsJsonl,
+        RichProgress,
+        ZeroSignalWarning,
+    )
 
     out = Path(cfg.output_dir)
     checkpoints = out / "checkpoints"
@@ -126,7 +133,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
-    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main), interrupt]
+    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main), interrupt,
+                 ZeroSignalWarning(log)]
     watchers = []  # callbacks that read the trainer's sampling state
     if cfg.sampling.log_groups:
         watchers.append(GroupsJsonl(out / "groups.jsonl", resume_step=resume_step, owner=main))
