@@ -83,6 +83,12 @@ def register(app: typer.Typer) -> None:
                                              help="KEY=VALUE passed to procedural tasks (grae.data.get_task); repeatable."),
         label: str | None = typer.Option(None, help="Model label in summaries and figures \\[default: model name]."),
         device: str | None = typer.Option(None, help="hf backend device \\[default: cuda if available, else cpu]."),
+        tensor_parallel_size: int | None = typer.Option(None, "--tensor-parallel-size",
+                                                        help="vllm: GPUs to shard the model over \\[default: vLLM's, 1]."),
+        gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization",
+                                                            help="vllm: share of GPU memory in (0, 1] \\[default: vLLM's, 0.9]."),
+        max_model_len: int | None = typer.Option(None, "--max-model-len",
+                                                 help="vllm: context length (prompt + completion) \\[default: the model's]."),
         dtype: str = typer.Option("auto", help="Model dtype: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, …"),
         threads: int | None = typer.Option(None, help="torch CPU threads \\[default: torch's]; 1 is fastest for tiny "
                                                       "models on a busy machine."),
@@ -102,6 +108,19 @@ def register(app: typer.Typer) -> None:
 
         console = Console(emoji=False)
         params = _parse_params(task_param)
+        vllm_options = {key: value for key, value in [("tensor_parallel_size", tensor_parallel_size),
+                                                      ("gpu_memory_utilization", gpu_memory_utilization),
+                                                      ("max_model_len", max_model_len)] if value is not None}
+        bad = [f"--{key.replace('_', '-')} must be {rule}, got {vllm_options[key]}" for key, rule, ok in [
+            ("tensor_parallel_size", ">= 1", lambda v: v >= 1), ("gpu_memory_utilization", "in (0, 1]", lambda v: 0 < v <= 1),
+            ("max_model_len", ">= 1", lambda v: v >= 1)] if key in vllm_options and not ok(vllm_options[key])]
+        if bad:
+            error(console, "error:", "; ".join(bad))
+            raise typer.Exit(2)
+        if vllm_options and backend == "hf":
+            error(console, "error:", f"--{next(iter(vllm_options)).replace('_', '-')} is a vLLM setting; "
+                                     "use --backend vllm (or auto on a CUDA machine with vllm installed)")
+            raise typer.Exit(2)
         if threads:
             import torch
 
@@ -131,7 +150,7 @@ def register(app: typer.Typer) -> None:
             done = evaluate_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                   num_problems=num_problems, output=output, batch_size=batch_size, seed=seed,
                                   backend=backend, prompt_style=prompt_style, task_params=params, label=label,
-                                  device=device, dtype=dtype, overwrite=overwrite,
+                                  device=device, dtype=dtype, overwrite=overwrite, vllm_options=vllm_options,
                                   log=lambda line: console.print(line, markup=False), on_start=announce,
                                   progress=progress, on_task=finished)
         except EvalError as err:

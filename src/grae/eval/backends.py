@@ -324,10 +324,11 @@ def load_hf(model: str, *, device: str | None = None, dtype: str = "auto"):
 
 
 def make_sampler(model: str, settings: SamplingSettings, *, backend: str = "auto", device: str | None = None,
-                 dtype: str = "auto") -> Sampler:
-    """A ready sampler for the model name/path on the selected backend."""
+                 dtype: str = "auto", vllm_options: dict[str, Any] | None = None) -> Sampler:
+    """A ready sampler for the model name/path on the selected backend. ``vllm_options``: ``vllm.LLM``
+    keyword arguments (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``); vllm only."""
     chosen = select_backend(backend)
     if chosen == "vllm":
-        return VLLMSampler(resolve_model_path(model), settings, dtype=dtype)
+        return VLLMSampler(resolve_model_path(model), settings, dtype=dtype, **(vllm_options or {}))
     lm, tokenizer, processor = load_hf(model, device=device, dtype=dtype)
     return HFSampler(lm, tokenizer, settings, processor=processor)

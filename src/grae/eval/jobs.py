@@ -230,6 +230,7 @@ def run_plan(
     dtype: str = "auto",
     progress: ProgressFactory | None = None,
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
+    vllm_options: dict[str, Any] | None = None,
 ) -> TasksResult:
     """Sample every planned task (one model load for all), resuming rows on disk; write each task's
     summary, the combined ``summary.json`` and ``passk.png``. A Ctrl-C (KeyboardInterrupt) leaves every
@@ -251,7 +252,8 @@ def run_plan(
         try:
             examples = load_examples(task, num_problems)
             if sampler is None:  # one model load for all tasks
-                sampler = make_sampler(plan.model, settings, backend=plan.backend, device=device, dtype=dtype)
+                sampler = make_sampler(plan.model, settings, backend=plan.backend, device=device, dtype=dtype,
+                                       vllm_options=vllm_options)
             sampler.settings = settings
         except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
             raise EvalError(err, exit_code=1) from err
@@ -303,6 +305,7 @@ def evaluate_tasks(
     on_start: Callable[[EvalPlan], None] | None = None,
     progress: ProgressFactory | None = None,
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
+    vllm_options: dict[str, Any] | None = None,
 ) -> TasksResult:
     """Evaluate ``model`` on ``tasks`` (``grae eval``; entries as in :mod:`grae.eval.tasks`) into ``output``
     [default: ``eval/<label>``] and return the results per task.
@@ -313,7 +316,8 @@ def evaluate_tasks(
         n, temperature, top_p, max_tokens, seed: sampling (``max_tokens`` None: the task's default).
         num_problems: first N held-out problems (None: all of a dataset, 100 of a procedural task).
         batch_size: sequences per generate call (None: :func:`grae.eval.backends.default_batch_size`).
-        backend: ``auto``, ``hf`` or ``vllm``; ``device``/``dtype``: the hf backend's.
+        backend: ``auto``, ``hf`` or ``vllm``; ``device``/``dtype``: the hf backend's; ``vllm_options``:
+            ``vllm.LLM`` keyword arguments (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``).
         task_params: parameters for :func:`grae.data.get_task` (procedural tasks).
         label: the model's label in summaries and figures (None: :func:`model_label`).
         overwrite: replace rows in ``output`` of other weights or other settings (otherwise refused).
@@ -331,4 +335,5 @@ def evaluate_tasks(
                       prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log)
     if on_start is not None:
         on_start(plan)
-    return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task)
+    return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task,
+                    vllm_options=vllm_options)

@@ -98,6 +98,60 @@ class ZeroSignalWarning(TrainerCallback):
             self.log(f"warning: {self.note}")
 
 
+class TrackerRunConfig(TrainerCallback):
+    """grae's part of the run config in TRL's trackers (``report_to``): the estimator and its parameters
+    (plus task and sampling) in the W&B run config and as TensorBoard text ``grae/config``, and held-out
+    pass@k as ``heldout/<which>/pass@k`` (before training at its start, after it via :meth:`log_heldout`).
+    Runs after transformers' integration callbacks, which open the W&B run and TensorBoard writer first."""
+
+    def __init__(self, values: dict, before: dict[int, float] | None = None):
+        self.values, self.before, self.trainer = values, before or {}, None
+
+    @staticmethod
+    def _wandb_run():
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            return None
+        import wandb
+
+        return wandb.run
+
+    def _tensorboard(self, args):
+        if "tensorboard" not in (args.report_to or []):
+            return None
+        for callback in self.trainer.callback_handler.callbacks if self.trainer is not None else []:
+            if getattr(callback, "tb_writer", None) is not None:
+                return callback.tb_writer
+        from torch.utils.tensorboard import SummaryWriter  # after training: TRL's writer is closed
+
+        return SummaryWriter(log_dir=args.logging_dir)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or args.report_to in (None, "none", []):
+            return
+        run = self._wandb_run() if "wandb" in args.report_to else None
+        if run is not None:
+            run.config.update({"grae": self.values}, allow_val_change=True)
+        writer = self._tensorboard(args)
+        if writer is not None:
+            writer.add_text("grae/config", "```\n" + json.dumps(self.values, indent=2, default=str) + "\n```")
+        self.log_heldout(args, "before", self.before, step=state.global_step)
+
+    def log_heldout(self, args, which: str, passk: dict[int, float], step: int) -> None:
+        if not passk or args.report_to in (None, "none", []):
+            return
+        values = {f"heldout/{which}/pass@{k}": float(v) for k, v in sorted(passk.items())}
+        run = self._wandb_run() if "wandb" in args.report_to else None
+        if run is not None:
+            run.log(values, step=step)
+        writer = self._tensorboard(args)
+        if writer is not None:
+            for key, value in values.items():
+                writer.add_scalar(key, value, step)
+            writer.flush()
+
+
 class GroupsJsonl(TrainerCallback):
     """With ``sampling.log_groups``: every generated group of every training step in ``groups.jsonl``
     — step, generation round, prompt index (None where TRL's sampler chose it), kind

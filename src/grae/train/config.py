@@ -274,8 +274,10 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
         if key not in valid:
             close = difflib.get_close_matches(key, valid, n=1)
             raise ConfigError(f"trl.{key}: not a trl.GRPOConfig field." + (f" Did you mean {close[0]!r}?" if close else ""))
+    # bf16 mixed precision on a CUDA GPU that supports it (TRL's own default), fp32 elsewhere; report_to is
+    # left to TRL (transformers 5: "none"; `trl: {report_to: wandb}` or tensorboard when installed)
     kwargs = dict(
-        use_cpu=not _cuda(), bf16=False, fp16=False, report_to="none", logging_steps=1, save_strategy="steps",
+        use_cpu=not _cuda(), bf16=_cuda_bf16(), fp16=False, logging_steps=1, save_strategy="steps",
         save_total_limit=2, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
     )
     kwargs.update(cfg.trl)
@@ -290,6 +292,12 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def _cuda_bf16() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def to_dict(cfg: TrainConfig) -> dict:

@@ -80,6 +80,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         GroupsJsonl,
         MetricsJsonl,
         RichProgress,
+        TrackerRunConfig,
         ZeroSignalWarning,
     )
 
@@ -133,9 +134,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
+    tracker = TrackerRunConfig({"estimator": cfg.estimator, "estimator_params": cfg.estimator_params,
+                                "loss_agg_mode": cfg.loss_agg_mode, "task": to_dict(cfg)["task"],
+                                "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, before)
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main), interrupt,
                  ZeroSignalWarning(log)]
-    watchers = []  # callbacks that read the trainer's sampling state
+    watchers = [tracker]  # callbacks that read the trainer (its sampling state, its trackers)
     if cfg.sampling.log_groups:
         watchers.append(GroupsJsonl(out / "groups.jsonl", resume_step=resume_step, owner=main))
     if cfg.sampling.budget_completions is not None:
@@ -191,6 +195,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         return RunResult(out, steps, train_seconds, main=False)
 
     after = heldout_pass_at_k("after", trainer.model, lambda: trained_identity(run_id, steps))
+    tracker.log_heldout(args, "after", after, step=steps)
     from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
