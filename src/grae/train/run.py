@@ -74,6 +74,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.data import get_task
     from grae.engines.trl import GraeTrainer, latest_complete_checkpoint
     from grae.presets import resolve_model
+    from grae.rewards.dotted import load_reward_function
     from grae.train.callbacks import (
         CompletionBudget,
         GracefulInterrupt,
@@ -97,6 +98,13 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     except ValueError as err:
         raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
+    try:
+        specs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
+        reward_funcs = [task.reward_fn() if spec == "task" else load_reward_function(spec) for spec in specs]
+    except ValueError as err:
+        raise ConfigError(f"reward_funcs: {err}") from None
+    if not reward_funcs:
+        raise ConfigError('reward_funcs: empty; list "task" (the task\'s verifier) or module:function paths')
     try:
         model_path = resolve_model(cfg.model)
     except RuntimeError as err:
@@ -150,7 +158,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     trainer = GraeTrainer(
         model=model,
         processing_class=processing,
-        reward_funcs=[task.reward_fn()],
+        reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
         callbacks=callbacks,
