@@ -69,15 +69,22 @@ def hub_source(bench: Benchmark):
 def any_schema(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``mapper`` for a local copy whatever its schema variant: a row the source's own mapping rejects (a
     verl RL-schema parquet, an ``id, problem, answer`` mirror) goes through
-    :func:`grae.data.map_generic_row`, which reads verl's ``prompt``/``reward_model.ground_truth`` too."""
-    from grae.data.fields import DataFormatError, map_generic_row
+    :func:`grae.data.map_generic_row`, which reads verl's ``prompt``/``reward_model.ground_truth`` too,
+    when it names its gold explicitly (an answer column or verl's ground truth)."""
+    from grae.data.fields import ANSWER_FIELDS, DataFormatError, is_verl_row, map_generic_row
 
     def mapped(raw):
         try:
             row = mapper(raw)
         except DataFormatError:
             row = None
-        return row if row is not None else map_generic_row(raw)
+        if row is not None:
+            return row
+        # only rows that carry their gold explicitly: a file of another benchmark (a MATH file under gsm8k,
+        # gold only inside a solution) stays refused rather than read with a guessed mapping
+        if is_verl_row(raw) or any(raw.get(f) not in (None, "") for f in ANSWER_FIELDS):
+            return map_generic_row(raw)
+        return None
 
     return mapped
 
