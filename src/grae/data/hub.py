@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grae.data import fields
-from grae.data.registry import register_task
+from grae.data.registry import register_name_form, register_task
 from grae.data.rows import RowsTask
 
 
@@ -178,3 +178,17 @@ _register("deepscaler", "deepscaler", "math500")
 _register("dapo_math", "dapo_math", "aime24")
 for _bench in ("math500", "math_test", "gsm8k_test", "aime24", "aime25", "amc23", "minerva", "olympiadbench"):
     _register(_bench, None, _bench)
+
+
+@register_name_form("hf:")
+def _hub_id_task(dataset: str, *, split: str = "train", heldout_split: str | None = None, config: str | None = None,
+                 problem_field: str | None = None, answer_field: str | None = None, **params: Any) -> HubTask:
+    """``hf:<org/name>``: any hub dataset as a task, TRL-style. ``split`` trains (``heldout_split``, or
+    ``heldout_size`` questions carved out of it, is held out); ``config`` is the dataset config;
+    ``problem_field``/``answer_field`` name the prompt and gold columns (default: the generic guesses of
+    :func:`grae.data.fields.map_generic_row`, verl's schema included). Offline, save a copy and use
+    ``local:<path>`` with the same field names."""
+    mapper = functools.partial(fields.map_generic_row, problem_field=problem_field, answer_field=answer_field)
+    train = HubSource(dataset, split, mapper, (config,))
+    heldout = HubSource(dataset, heldout_split, mapper, (config,)) if heldout_split else "carve"
+    return HubTask(params.pop("name", f"hf:{dataset}"), train=train, heldout=heldout, **params)

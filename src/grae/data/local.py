@@ -63,9 +63,18 @@ def read_rows(path: str, problem_field: str | None = None, answer_field: str | N
     records = read_records(path)
     if not records:
         raise DataFormatError(f"{path}: the file has no records")
-    return [
-        map_generic_row(rec, problem_field, answer_field, where=f"{path}: row {i + 1}") for i, rec in enumerate(records)
-    ]
+    rows = [map_generic_row(rec, problem_field, answer_field, where=f"{path}: row {i + 1}") for i, rec in enumerate(records)]
+    skipped = [i + 1 for i, row in enumerate(rows) if row is None]
+    if skipped:  # verl rows with an empty ground truth: said, never silent
+        import warnings
+
+        warnings.warn(f"{path}: skipped {len(skipped)} of {len(rows)} verl rows with an empty "
+                      f"reward_model.ground_truth (rows {', '.join(map(str, skipped[:5]))}{'…' if len(skipped) > 5 else ''})",
+                      stacklevel=2)
+    kept = [row for row in rows if row is not None]
+    if not kept:
+        raise DataFormatError(f"{path}: no row has a gold answer")
+    return kept
 
 
 class LocalTask(RowsTask):

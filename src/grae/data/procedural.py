@@ -89,7 +89,8 @@ class ReasoningGymTask(Task):
             every prefix ``heldout(n)`` is stratified too (:func:`stratified_interleave`). Training is still
             the generator's own stream minus the held-out questions.
         plain_answer: answer extraction fallback for completions without ``<answer>``/``\\boxed``:
-            ``"first_token"`` (default for ``plain``; single-token answers), ``"first_line"``, or
+            ``"first_token"`` (default for ``plain``; single-token answers), ``"first_line"``,
+            ``"last_number"`` (chat models that end with the number without tags, e.g. SmolLM2), or
             ``"none"`` (default for ``chat``).
         **generator_kwargs: configuration passed to ``reasoning_gym.create_dataset`` (e.g.
             ``min_terms=2, max_terms=3`` for ``chain_sum``); ``seed``/``size`` are managed by grae.
@@ -132,8 +133,10 @@ class ReasoningGymTask(Task):
             self.system_prompt = None
         self.answer_format = "answer_tag" if self.prompt_style == "chat" else "plain"
         self.plain_answer = plain_answer or ("first_token" if self.prompt_style == "plain" else "none")
-        if self.plain_answer not in ("first_token", "first_line", "none"):
-            raise ValueError(f"plain_answer must be first_token, first_line or none, got {self.plain_answer!r}")
+        if self.plain_answer not in ("first_token", "first_line", "last_number", "none"):
+            raise ValueError(
+                f"plain_answer must be first_token, first_line, last_number or none, got {self.plain_answer!r}"
+            )
         self.heldout_size = heldout_size
         if heldout_strata is not None and (
             isinstance(heldout_strata, str) or not all(isinstance(k, str) for k in heldout_strata)

@@ -13,6 +13,43 @@ from typing import Any, Protocol, runtime_checkable
 
 #: Sequences per generate call when ``batch_size`` is not given.
 DEFAULT_BATCH_SIZE = {"hf": 64, "vllm": 8192}
+#: hf on a CPU: sequences per generate call for a model above SMALL_MODEL_PARAMS parameters, so that a
+#: 135M model (SmolLM2) writes its first rows and moves the progress line within a minute on 2 cores
+CPU_LARGE_MODEL_BATCH = 8
+SMALL_MODEL_PARAMS = 20_000_000
+
+
+def approx_params(model: str) -> int | None:
+    """Parameter count estimated from a local ``config.json`` (embeddings + 12·h² per layer), without
+    loading weights; ``tiny``/``tiny-vlm`` are small, ``smollm2`` is 135M, a hub id is unknown (None)."""
+    import json
+
+    sizes = {"tiny": 3_500_000, "tiny-vlm": 3_900_000, "smollm2": 135_000_000}
+    if model in sizes and not Path(model).exists():
+        return sizes[model]
+    config = Path(model).expanduser() / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        raw = json.loads(config.read_text())
+        raw = raw.get("text_config", raw)
+        hidden, layers, vocab = int(raw["hidden_size"]), int(raw["num_hidden_layers"]), int(raw["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return vocab * hidden + 12 * layers * hidden * hidden
+
+
+def default_batch_size(backend: str, model: str) -> int:
+    """Sequences per generate call when ``--batch-size`` is not given: vLLM's scheduler takes everything;
+    hf takes 64 on a GPU or for a small model on a CPU, and 8 for a larger (or unknown-size) model on a CPU."""
+    if backend != "hf":
+        return DEFAULT_BATCH_SIZE[backend]
+    import torch
+
+    if torch.cuda.is_available():
+        return DEFAULT_BATCH_SIZE["hf"]
+    params = approx_params(model)
+    return DEFAULT_BATCH_SIZE["hf"] if params is not None and params <= SMALL_MODEL_PARAMS else CPU_LARGE_MODEL_BATCH
 
 
 @dataclass(frozen=True)
@@ -239,7 +276,10 @@ def resolve_model_path(model: str) -> str:
     from grae.presets import PRESETS, resolve_model
 
     if model in PRESETS and not Path(model).exists():
-        path = Path(resolve_model(model))
+        try:
+            path = Path(resolve_model(model))
+        except RuntimeError as err:  # smollm2 without its wheel: the install line, not a traceback
+            raise ModelLoadError(str(err)) from None
         if not (path / "config.json").exists():
             hint = {"tiny": " (build it with `grae tiny build`)",
                     "tiny-vlm": " (build it with `grae tiny build --vlm`)"}.get(model, "")
@@ -284,10 +324,11 @@ def load_hf(model: str, *, device: str | None = None, dtype: str = "auto"):
 
 
 def make_sampler(model: str, settings: SamplingSettings, *, backend: str = "auto", device: str | None = None,
-                 dtype: str = "auto") -> Sampler:
-    """A ready sampler for the model name/path on the selected backend."""
+                 dtype: str = "auto", vllm_options: dict[str, Any] | None = None) -> Sampler:
+    """A ready sampler for the model name/path on the selected backend. ``vllm_options``: ``vllm.LLM``
+    keyword arguments (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``); vllm only."""
     chosen = select_backend(backend)
     if chosen == "vllm":
-        return VLLMSampler(resolve_model_path(model), settings, dtype=dtype)
+        return VLLMSampler(resolve_model_path(model), settings, dtype=dtype, **(vllm_options or {}))
     lm, tokenizer, processor = load_hf(model, device=device, dtype=dtype)
     return HFSampler(lm, tokenizer, settings, processor=processor)

@@ -66,8 +66,32 @@ def hub_source(bench: Benchmark):
     return SOURCES[bench.source]
 
 
+def any_schema(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``mapper`` for a local copy whatever its schema variant: a row the source's own mapping rejects (a
+    verl RL-schema parquet, an ``id, problem, answer`` mirror) goes through
+    :func:`grae.data.map_generic_row`, which reads verl's ``prompt``/``reward_model.ground_truth`` too,
+    when it names its gold explicitly (an answer column or verl's ground truth)."""
+    from grae.data.fields import ANSWER_FIELDS, DataFormatError, is_verl_row, map_generic_row
+
+    def mapped(raw):
+        try:
+            row = mapper(raw)
+        except DataFormatError:
+            row = None
+        if row is not None:
+            return row
+        # only rows that carry their gold explicitly: a file of another benchmark (a MATH file under gsm8k,
+        # gold only inside a solution) stays refused rather than read with a guessed mapping
+        if is_verl_row(raw) or any(raw.get(f) not in (None, "") for f in ANSWER_FIELDS):
+            return map_generic_row(raw)
+        return None
+
+    return mapped
+
+
 def local_loader(path: str | Path) -> Callable[[Any], list[dict]]:
-    """A :class:`grae.data.HubTask` loader reading a local copy with the source's own field mapping.
+    """A :class:`grae.data.HubTask` loader reading a local copy with the source's own field mapping
+    (then :func:`any_schema`'s generic and verl fallbacks).
 
     ``path`` is a ``.jsonl``/``.ndjson``/``.json``/``.parquet`` file, or a dataset directory loaded with
     ``datasets.load_dataset(path, config, split)`` (the source's config and split).
@@ -80,7 +104,7 @@ def local_loader(path: str | Path) -> Callable[[Any], list[dict]]:
 
         if path.is_dir():
             return load_hub_rows(dataclasses.replace(source, path=str(path)))
-        rows = map_rows(source, read_records(str(path)))
+        rows = map_rows(dataclasses.replace(source, mapper=any_schema(source.mapper)), read_records(str(path)))
         if not rows:
             raise ValueError(f"{path}: no row fits the field mapping of {source.describe()}")
         return rows

@@ -177,7 +177,7 @@ def plan_tasks(
 ) -> EvalPlan:
     """Check the settings, resolve the tasks and clear the way in the output directory (see
     :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
-    from .backends import DEFAULT_BATCH_SIZE, select_backend
+    from .backends import default_batch_size, select_backend
     from .identity import model_identity
     from .tasks import resolve_task, split_task_list
 
@@ -219,7 +219,7 @@ def plan_tasks(
         if backend == "vllm":
             raise EvalError("--exact: runs on the hf backend (teacher forcing); drop --backend vllm", exit_code=2)
     plan = EvalPlan(model=model, identity=identity, label=label, output=output, backend=chosen,
-                    batch_size=batch_size or DEFAULT_BATCH_SIZE[chosen], n=n, temperature=temperature, top_p=top_p,
+                    batch_size=batch_size or default_batch_size(chosen, model), n=n, temperature=temperature, top_p=top_p,
                     max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved, exact=exact)
     if exact:
         plan.backend = "hf"
@@ -249,6 +249,7 @@ def run_plan(
     dtype: str = "auto",
     progress: ProgressFactory | None = None,
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
+    vllm_options: dict[str, Any] | None = None,
 ) -> TasksResult:
     """Sample every planned task (one model load for all), resuming rows on disk; write each task's
     summary, the combined ``summary.json`` and ``passk.png``. A Ctrl-C (KeyboardInterrupt) leaves every
@@ -270,7 +271,8 @@ def run_plan(
         try:
             examples = load_examples(task, num_problems)
             if sampler is None:  # one model load for all tasks
-                sampler = make_sampler(plan.model, settings, backend=plan.backend, device=device, dtype=dtype)
+                sampler = make_sampler(plan.model, settings, backend=plan.backend, device=device, dtype=dtype,
+                                       vllm_options=vllm_options)
             sampler.settings = settings
         except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
             raise EvalError(err, exit_code=1) from err
@@ -375,6 +377,7 @@ def evaluate_tasks(
     on_start: Callable[[EvalPlan], None] | None = None,
     progress: ProgressFactory | None = None,
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
+    vllm_options: dict[str, Any] | None = None,
 ) -> TasksResult:
     """Evaluate ``model`` on ``tasks`` (``grae eval``; entries as in :mod:`grae.eval.tasks`) into ``output``
     [default: ``eval/<label>``] and return the results per task.
@@ -384,8 +387,9 @@ def evaluate_tasks(
         tasks: ``--tasks`` entries (each may be comma-separated).
         n, temperature, top_p, max_tokens, seed: sampling (``max_tokens`` None: the task's default).
         num_problems: first N held-out problems (None: all of a dataset, 100 of a procedural task).
-        batch_size: sequences per generate call (None: 64 on hf, 8192 on vllm).
-        backend: ``auto``, ``hf`` or ``vllm``; ``device``/``dtype``: the hf backend's.
+        batch_size: sequences per generate call (None: :func:`grae.eval.backends.default_batch_size`).
+        backend: ``auto``, ``hf`` or ``vllm``; ``device``/``dtype``: the hf backend's; ``vllm_options``:
+            ``vllm.LLM`` keyword arguments (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``).
         task_params: parameters for :func:`grae.data.get_task` (procedural tasks).
         label: the model's label in summaries and figures (None: :func:`model_label`).
         overwrite: replace rows in ``output`` of other weights or other settings (otherwise refused).
@@ -406,4 +410,5 @@ def evaluate_tasks(
                       exact=exact)
     if on_start is not None:
         on_start(plan)
-    return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task)
+    return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task,
+                    vllm_options=vllm_options)

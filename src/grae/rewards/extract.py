@@ -224,8 +224,12 @@ def extract_math_answer(text: str) -> str | None:
 _LEADING_NUMBER_RE = re.compile(r"[+-]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
 
 
+#: a signed integer or decimal, thousands separators allowed ("-1,234.5"); for the last_number fallback
+_NUMBER_RE = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
 def extract_procedural_answer(
-    text: str, *, fallback: Literal["first_token", "first_line", "none"] = "first_token"
+    text: str, *, fallback: Literal["first_token", "first_line", "last_number", "none"] = "first_token"
 ) -> str | None:
     """Answer of a procedural (reasoning-gym) completion.
 
@@ -238,6 +242,8 @@ def extract_procedural_answer(
          if it does not start with a number, its first whitespace-separated token without trailing
          punctuation;
        * ``"first_line"``: the first non-empty line (multi-word answers);
+       * ``"last_number"``: the last number in the completion (chat models such as SmolLM2 that reason
+         and end with the number but never write tags: ``"7 + 5 = 12. So the answer is 12."`` -> ``"12"``);
        * ``"none"``: no fallback (chat prompts: no tag means no answer).
 
     Returns ``None`` when nothing is found; never raises.
@@ -258,6 +264,9 @@ def extract_procedural_answer(
     if fallback == "first_line":
         line = head.split("\n", 1)[0].strip(_WS)
         return line or None
+    if fallback == "last_number":
+        numbers = _NUMBER_RE.findall(text[-MAX_SCAN_CHARS:])
+        return numbers[-1].replace(",", "") if numbers else None
     m = _LEADING_NUMBER_RE.match(head)
     if m is not None:
         return m.group().rstrip(",")

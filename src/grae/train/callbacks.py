@@ -95,6 +95,102 @@ def _rebuild_lost_rows(path: Path, checkpoint: str, log) -> None:
     log(f"{path.name}: {len(lost)} rows missing (steps {lost[0]}-{lost[-1]}) were rebuilt from {state_file}")
 
 
+#: logged steps after which a run whose every group had equal rewards is reported as having no signal
+ZERO_SIGNAL_STEPS = 5
+
+
+def zero_signal_note(rows: list[dict], first_steps: int = ZERO_SIGNAL_STEPS) -> str | None:
+    """One line when the first ``first_steps`` logged steps all had ``frac_reward_zero_std == 1`` (TRL's
+    share of groups whose rewards are all equal): group-relative advantages, the loss and grad_norm are then
+    0 and nothing trains. Names the likely cause from the mean reward; None while there is signal."""
+    head = [r for r in rows if isinstance(r.get("frac_reward_zero_std"), (int, float))][:first_steps]
+    if len(head) < first_steps or any(r["frac_reward_zero_std"] < 1.0 for r in head):
+        return None
+    rewards = [r["reward"] for r in head if isinstance(r.get("reward"), (int, float))]
+    if rewards and max(rewards) == 0.0:
+        cause = ("every completion scored 0: the model likely never writes the answer in the format the verifier "
+                 "reads (e.g. <answer> tags or \\boxed{} it does not produce), or the verifier rejects correct "
+                 "answers; score a few completions by hand, change the prompt or the task's plain_answer fallback")
+    elif rewards and min(rewards) == max(rewards):
+        cause = (f"every completion scored {rewards[0]:g}: the task is too easy (or too hard) for the model, "
+                 "or the verifier returns a constant")
+    else:
+        cause = "within each group the completions scored alike: raise num_generations or temperature"
+    return (f"no learning signal: rewards were equal within every group for the first {len(head)} logged steps "
+            f"(frac_reward_zero_std = 1, so advantages, loss and grad_norm are 0); {cause}")
+
+
+class ZeroSignalWarning(TrainerCallback):
+    """Says once, in the log, when :func:`zero_signal_note` finds the run's first steps without signal."""
+
+    def __init__(self, log, first_steps: int = ZERO_SIGNAL_STEPS):
+        self.log, self.first_steps = log, first_steps
+        self.rows: list[dict] = []
+        self.note: str | None = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.note is not None or not logs or "reward" not in logs or len(self.rows) >= self.first_steps:
+            return
+        self.rows.append(dict(logs))
+        self.note = zero_signal_note(self.rows, self.first_steps)
+        if self.note is not None:
+            self.log(f"warning: {self.note}")
+
+
+class TrackerRunConfig(TrainerCallback):
+    """grae's part of the run config in TRL's trackers (``report_to``): the estimator and its parameters
+    (plus task and sampling) in the W&B run config and as TensorBoard text ``grae/config``, and held-out
+    pass@k as ``heldout/<which>/pass@k`` (before training at its start, after it via :meth:`log_heldout`).
+    Runs after transformers' integration callbacks, which open the W&B run and TensorBoard writer first."""
+
+    def __init__(self, values: dict, before: dict[int, float] | None = None):
+        self.values, self.before, self.trainer = values, before or {}, None
+
+    @staticmethod
+    def _wandb_run():
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            return None
+        import wandb
+
+        return wandb.run
+
+    def _tensorboard(self, args):
+        if "tensorboard" not in (args.report_to or []):
+            return None
+        for callback in self.trainer.callback_handler.callbacks if self.trainer is not None else []:
+            if getattr(callback, "tb_writer", None) is not None:
+                return callback.tb_writer
+        from torch.utils.tensorboard import SummaryWriter  # after training: TRL's writer is closed
+
+        return SummaryWriter(log_dir=args.logging_dir)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or args.report_to in (None, "none", []):
+            return
+        run = self._wandb_run() if "wandb" in args.report_to else None
+        if run is not None:
+            run.config.update({"grae": self.values}, allow_val_change=True)
+        writer = self._tensorboard(args)
+        if writer is not None:
+            writer.add_text("grae/config", "```\n" + json.dumps(self.values, indent=2, default=str) + "\n```")
+        self.log_heldout(args, "before", self.before, step=state.global_step)
+
+    def log_heldout(self, args, which: str, passk: dict[int, float], step: int) -> None:
+        if not passk or args.report_to in (None, "none", []):
+            return
+        values = {f"heldout/{which}/pass@{k}": float(v) for k, v in sorted(passk.items())}
+        run = self._wandb_run() if "wandb" in args.report_to else None
+        if run is not None:
+            run.log(values, step=step)
+        writer = self._tensorboard(args)
+        if writer is not None:
+            for key, value in values.items():
+                writer.add_scalar(key, value, step)
+            writer.flush()
+
+
 class GroupsJsonl(TrainerCallback):
     """With ``sampling.log_groups``: every generated group of every training step in ``groups.jsonl``
     — step, generation round, prompt index (None where TRL's sampler chose it), kind
@@ -182,6 +278,9 @@ class RichProgress(TrainerCallback):
                          [("reward", "reward"), ("ω", "grae/omega"), ("ACR", "grae/acr"), ("H", "entropy")]
                          if isinstance(logs.get(key), (int, float)))
         self.progress.update(self.task, completed=state.global_step, stats=stats)
+        if not self.progress.console.is_terminal:  # a log file or a pipe: a plain line per logged step
+            self.progress.console.print(f"train step {state.global_step}/{state.max_steps} {stats}", markup=False,
+                                        highlight=False)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.task is not None:

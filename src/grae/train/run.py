@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grae.eval.identity import model_identity, trained_identity
-from grae.train.config import TrainConfig, grpo_config, lora_config, to_dict
+from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, to_dict
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
@@ -74,28 +74,51 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.data import get_task
     from grae.engines.trl import GraeTrainer, latest_complete_checkpoint
     from grae.presets import resolve_model
-    from grae.train.callbacks import CompletionBudget, GracefulInterrupt, GroupsJsonl, MetricsJsonl, RichProgress, Snapshots
+    from grae.rewards.dotted import load_reward_function
+    from grae.train.callbacks import (
+        CompletionBudget,
+        GracefulInterrupt,
+        GroupsJsonl,
+        MetricsJsonl,
+        RichProgress,
+        Snapshots,
+        TrackerRunConfig,
+        ZeroSignalWarning,
+    )
 
     out = Path(cfg.output_dir)
     checkpoints = out / "checkpoints"
     args = grpo_config(cfg, output_dir=str(checkpoints))  # under accelerate/torchrun: the process group, with ddp_timeout
     main = is_main(args)
     # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
+    # data and the model's files first: a task that has fewer distinct problems than asked, or a preset
+    # whose package is missing, is a config error (one line, exit 2) before the run directory is claimed
+    try:
+        task = get_task(cfg.task.name, **cfg.task.params)
+        train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
+        heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+    except ValueError as err:
+        raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
+    try:
+        specs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
+        reward_funcs = [task.reward_fn() if spec == "task" else load_reward_function(spec) for spec in specs]
+    except ValueError as err:
+        raise ConfigError(f"reward_funcs: {err}") from None
+    if not reward_funcs:
+        raise ConfigError('reward_funcs: empty; list "task" (the task\'s verifier) or module:function paths')
+    try:
+        model_path = resolve_model(cfg.model)
+    except RuntimeError as err:
+        raise ConfigError(f"model: {err}") from None
     run_id, resume_from, notes = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume,
                                                                         overwrite=overwrite))
     log = _logger(console) if main else (lambda message: None)
     for note in notes:
         log(note)
     torch.manual_seed(cfg.seed)
-
-    # data
-    task = get_task(cfg.task.name, **cfg.task.params)
-    train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
-    heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     dataset = task.to_hf_dataset(train_examples)
 
     # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
-    model_path = resolve_model(cfg.model)
     if is_vision_language(AutoConfig.from_pretrained(model_path)):
         processing = AutoProcessor.from_pretrained(model_path)
         model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
@@ -123,11 +146,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
+    tracker = TrackerRunConfig({"estimator": cfg.estimator, "estimator_params": cfg.estimator_params,
+                                "loss_agg_mode": cfg.loss_agg_mode, "task": to_dict(cfg)["task"],
+                                "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, before)
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main, checkpoint=resume_from, log=log),
-                 interrupt]
+                 interrupt, ZeroSignalWarning(log)]
     if cfg.keep_steps:
         callbacks.append(Snapshots(out, cfg.keep_steps, processing, owner=main))
-    watchers = []  # callbacks that read the trainer's sampling state
+    watchers = [tracker]  # callbacks that read the trainer (its sampling state, its trackers)
     if cfg.sampling.log_groups:
         watchers.append(GroupsJsonl(out / "groups.jsonl", resume_step=resume_step, owner=main))
     if cfg.sampling.budget_completions is not None:
@@ -138,7 +164,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     trainer = GraeTrainer(
         model=model,
         processing_class=processing,
-        reward_funcs=[task.reward_fn()],
+        reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
         callbacks=callbacks,
@@ -183,6 +209,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         return RunResult(out, steps, train_seconds, main=False)
 
     after = heldout_pass_at_k("after", trainer.model, lambda: trained_identity(run_id, steps))
+    tracker.log_heldout(args, "after", after, step=steps)
     from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,

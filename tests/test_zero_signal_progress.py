@@ -1,0 +1,70 @@
+"""No silent zero signal (issue 23 §4) and progress/batch defaults a CPU user can see (§3, §6)."""
+
+from __future__ import annotations
+
+import json
+
+from grae.cli.eval_cmd import plain_progress
+from grae.eval.backends import CPU_LARGE_MODEL_BATCH, approx_params, default_batch_size
+from grae.train.callbacks import ZeroSignalWarning, zero_signal_note
+
+
+def _rows(fracs, reward=0.0):
+    return [{"step": i + 1, "reward": reward, "frac_reward_zero_std": f} for i, f in enumerate(fracs)]
+
+
+def test_zero_signal_named_with_answer_format_cause():
+    note = zero_signal_note(_rows([1.0] * 5))
+    assert note is not None and "first 5 logged steps" in note and "answer" in note and "verifier" in note
+    assert "too easy" in zero_signal_note(_rows([1.0] * 5, reward=1.0))
+
+
+def test_signal_in_any_early_step_or_too_few_steps_is_not_flagged():
+    assert zero_signal_note(_rows([1.0, 1.0, 0.5, 1.0, 1.0])) is None
+    assert zero_signal_note(_rows([1.0] * 4)) is None
+    assert zero_signal_note([{"step": 1, "reward": 0.0}] * 5) is None  # no frac_reward_zero_std logged
+
+
+def test_callback_warns_once_in_the_log():
+    lines = []
+    cb = ZeroSignalWarning(lines.append, first_steps=3)
+    for _ in range(6):
+        cb.on_log(None, None, None, logs={"reward": 0.0, "frac_reward_zero_std": 1.0})
+    assert len(lines) == 1 and lines[0].startswith("warning: no learning signal")
+
+
+def test_report_carries_the_warning(tmp_path):
+    from grae.train.config import load_config
+    from grae.train.report import write_train_report
+
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows([1.0] * 6)))
+    cfg = load_config(None, {"output_dir": str(tmp_path)})
+    text = write_train_report(tmp_path, cfg, {}, {}, steps=6, train_seconds=1.0).read_text()
+    assert "no learning signal" in text
+
+
+def test_plain_progress_lines_are_throttled_and_end_with_the_total():
+    now = [0.0]
+    lines = []
+    update = plain_progress("math500", 100, lines.append, every_s=10.0, clock=lambda: now[0])
+    for done in range(8, 101, 8):
+        now[0] += 2.0
+        update(min(done, 100), 100)
+    update(100, 100)
+    assert lines[0].startswith("math500: 8/100 samples")
+    assert lines[-1].startswith("math500: 100/100 samples")
+    assert len(lines) <= 5
+
+
+def test_cpu_eval_batch_is_small_for_a_real_model(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_batch_size("hf", "tiny") == 64
+    assert default_batch_size("hf", "smollm2") == CPU_LARGE_MODEL_BATCH
+    assert default_batch_size("hf", "some/hub-id") == CPU_LARGE_MODEL_BATCH
+    assert default_batch_size("vllm", "smollm2") == 8192
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 576, "num_hidden_layers": 30,
+                                                       "vocab_size": 49152}))
+    assert 100e6 < approx_params(str(tmp_path)) < 150e6  # SmolLM2-135M's shape
+    assert default_batch_size("hf", str(tmp_path)) == CPU_LARGE_MODEL_BATCH
