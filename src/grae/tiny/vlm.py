@@ -187,15 +187,16 @@ def base_passk(model, processor, task_name: str, params: dict, problems: int, sa
 IMAGE_CONDITIONS = ("right", "blank", "other")
 
 
-def text_only_chance(examples) -> float:
-    """The best accuracy without the image: answer each question text with its most frequent answer
-    among ``examples`` (the majority baseline of a text-only reader; 1/6 on bar_value's uniform values)."""
+def text_only_chance(train, heldout) -> float:
+    """The accuracy of a text-only reader on ``heldout``: each question text answered with its most frequent
+    answer among the ``train`` examples (the majority baseline; about 1/6 on bar_value's uniform values)."""
     from collections import Counter, defaultdict
 
     answers: dict[str, Counter] = defaultdict(Counter)
-    for example in examples:
+    for example in train:
         answers[example["question"]][example["answer"]] += 1
-    return sum(c.most_common(1)[0][1] for c in answers.values()) / max(1, len(examples))
+    guess = {q: c.most_common(1)[0][0] for q, c in answers.items()}
+    return sum(guess.get(e["question"]) == e["answer"] for e in heldout) / max(1, len(heldout))
 
 
 def vision_gap(model, processor, task_name: str, *, problems: int = 200, samples: int = 16, params: dict | None = None,
@@ -203,7 +204,8 @@ def vision_gap(model, processor, task_name: str, *, problems: int = 200, samples
     """How much a VLM's answers depend on the image: greedy accuracy and pass@1 (``samples`` draws at
     T = 1, 4 new tokens) on the first ``problems`` held-out scenes of a visual task, once per image
     condition — the right image, a blank (white) canvas, and another prompt's image (scene i + 1's).
-    ``samples = 0`` skips pass@1. Returns ``{"chance": text-only majority accuracy, condition: {...}}``."""
+    ``samples = 0`` skips pass@1. Returns ``{"chance": the text-only majority baseline (fit on 2000 training
+    scenes), condition: {"greedy": ..., "pass@1": ...}}``."""
     from PIL import Image
 
     from grae.data import get_task
@@ -214,7 +216,8 @@ def vision_gap(model, processor, task_name: str, *, problems: int = 200, samples
     blank = Image.new("RGB", (image_size, image_size), (255, 255, 255))
     images = {"right": [e["image"] for e in examples], "blank": [blank] * len(examples),
               "other": [examples[(i + 1) % len(examples)]["image"] for i in range(len(examples))]}
-    out: dict[str, Any] = {"task": task_name, "problems": len(examples), "chance": round(text_only_chance(examples), 4)}
+    chance = text_only_chance(task.train(2000, seed=seed), examples)
+    out: dict[str, Any] = {"task": task_name, "problems": len(examples), "chance": round(chance, 4)}
     for condition in conditions:
         shown = [{**e, "image": image} for e, image in zip(examples, images[condition])]
         row = {"greedy": evaluate(model, processor, shown, task, n=1, temperature=0.0, top_p=1.0, max_tokens=4,
