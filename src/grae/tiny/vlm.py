@@ -181,3 +181,49 @@ def base_passk(model, processor, task_name: str, params: dict, problems: int, sa
     result = evaluate(model, processor, task.heldout(problems), task, n=samples, temperature=1.0, top_p=1.0,
                       max_tokens=4, batch_size=256, seed=recipe.seed)
     return {f"pass@{k}": round(v, 4) for k, v in result.curve.items()}
+
+
+#: the image conditions of :func:`vision_gap`: the scene's own image, a blank canvas, the next scene's image
+IMAGE_CONDITIONS = ("right", "blank", "other")
+
+
+def text_only_chance(train, heldout) -> float:
+    """The accuracy of a text-only reader on ``heldout``: each question text answered with its most frequent
+    answer among the ``train`` examples (the majority baseline; about 1/6 on bar_value's uniform values)."""
+    from collections import Counter, defaultdict
+
+    answers: dict[str, Counter] = defaultdict(Counter)
+    for example in train:
+        answers[example["question"]][example["answer"]] += 1
+    guess = {q: c.most_common(1)[0][0] for q, c in answers.items()}
+    return sum(guess.get(e["question"]) == e["answer"] for e in heldout) / max(1, len(heldout))
+
+
+def vision_gap(model, processor, task_name: str, *, problems: int = 200, samples: int = 16, params: dict | None = None,
+               image_size: int = 32, seed: int = 0, conditions=IMAGE_CONDITIONS) -> dict[str, Any]:
+    """How much a VLM's answers depend on the image: greedy accuracy and pass@1 (``samples`` draws at
+    T = 1, 4 new tokens) on the first ``problems`` held-out scenes of a visual task, once per image
+    condition — the right image, a blank (white) canvas, and another prompt's image (scene i + 1's).
+    ``samples = 0`` skips pass@1. Returns ``{"chance": the text-only majority baseline (fit on 2000 training
+    scenes), condition: {"greedy": ..., "pass@1": ...}}``."""
+    from PIL import Image
+
+    from grae.data import get_task
+    from grae.eval import evaluate
+
+    task = get_task(task_name, image_size=image_size, **(params or {}))
+    examples = task.heldout(problems)
+    blank = Image.new("RGB", (image_size, image_size), (255, 255, 255))
+    images = {"right": [e["image"] for e in examples], "blank": [blank] * len(examples),
+              "other": [examples[(i + 1) % len(examples)]["image"] for i in range(len(examples))]}
+    chance = text_only_chance(task.train(2000, seed=seed), examples)
+    out: dict[str, Any] = {"task": task_name, "problems": len(examples), "chance": round(chance, 4)}
+    for condition in conditions:
+        shown = [{**e, "image": image} for e, image in zip(examples, images[condition])]
+        row = {"greedy": evaluate(model, processor, shown, task, n=1, temperature=0.0, top_p=1.0, max_tokens=4,
+                                  batch_size=256, seed=seed).curve[1]}
+        if samples:
+            row["pass@1"] = evaluate(model, processor, shown, task, n=samples, temperature=1.0, top_p=1.0,
+                                     max_tokens=4, batch_size=256, seed=seed).curve[1]
+        out[condition] = {k: round(v, 4) for k, v in row.items()}
+    return out
