@@ -42,7 +42,6 @@ from torch import Tensor
 from grae.groups import Groups
 from grae.metrics import batch_diagnostics
 
-
 #: Per-sample context an engine may supply besides (rewards, group_ids); every field is ``[N]``.
 CONTEXT_FIELDS: dict[str, str] = {
     "logprob_sum": "Σ_t log π_old(y_t | x, y_<t): the sequence log-prob under the rollout policy",

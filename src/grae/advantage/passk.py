@@ -52,7 +52,7 @@ def binary_counts(rewards: Tensor, groups: Groups, k: int, who: str) -> tuple[Te
 
 @register("passk")
 class PassK(Estimator):
-    """Pass@k Training (Chen et al. 2025): analytic advantage of the k-subset max reward; correct (1 − R̄)/σ, wrong (1 − R̄ − C(n−c−1,k−1)/C(n−1,k−1))/σ.
+    """Pass@k Training (Chen et al. 2025): analytic k-subset advantage; correct (1 − R̄)/σ, wrong (1 − R̄ − q)/σ.
 
     Args:
         k: subset size, 1 ≤ k ≤ group size (k = 1 is GRPO with the population std).

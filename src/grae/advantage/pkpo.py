@@ -40,7 +40,7 @@ BASELINES = ("loo_minus_one", "none")
 
 @register("pkpo")
 class PKPO(Estimator):
-    """PKPO (Walder & Karkhanis 2025): unbiased pass@k per-sample reward s_i, leave-one-out-minus-one baseline, optional k annealing.
+    """PKPO (Walder & Karkhanis 2025): unbiased pass@k per-sample reward, loo−1 baseline, optional k annealing.
 
     Args:
         k: subset size at the start, 1 ≤ k ≤ group size.
@@ -55,8 +55,10 @@ class PKPO(Estimator):
                  anneal_steps: int = 0):
         check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, "k", f"must be an integer >= 1, got {k!r}")
         check(baseline in BASELINES, "baseline", f"must be one of {', '.join(BASELINES)}, got {baseline!r}")
-        check(k_end is None or (isinstance(k_end, int) and k_end >= 1), "k_end", f"must be None or an integer >= 1, got {k_end!r}")
-        check(isinstance(anneal_steps, int) and anneal_steps >= 0, "anneal_steps", f"must be an integer >= 0, got {anneal_steps!r}")
+        check(k_end is None or (isinstance(k_end, int) and k_end >= 1), "k_end",
+              f"must be None or an integer >= 1, got {k_end!r}")
+        check(isinstance(anneal_steps, int) and anneal_steps >= 0, "anneal_steps",
+              f"must be an integer >= 0, got {anneal_steps!r}")
         check((k_end is None) == (anneal_steps == 0), "k_end/anneal_steps",
               "set both (anneal k to k_end over anneal_steps calls) or neither")
         self.k, self.baseline, self.k_end, self.anneal_steps = k, baseline, k_end, anneal_steps
