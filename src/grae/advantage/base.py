@@ -53,11 +53,16 @@ _INT_FIELDS = frozenset({"answer_id", "prompt_key"})
 
 
 def check_context_supported(estimator: Any, supplied: frozenset[str] | set[str], engine: str) -> None:
-    """Raise one ``ValueError`` at construction when ``engine`` cannot supply what ``estimator`` requires."""
-    missing = sorted(set(getattr(estimator, "requires", frozenset())) - set(supplied))
+    """Raise one ``ValueError`` at construction when ``engine`` cannot supply what ``estimator`` (an
+    estimator object or class, or :func:`describe`'s dict) ``requires``."""
+    if isinstance(estimator, dict):  # describe(name)
+        requires, name = estimator["requires"], estimator["name"]
+    else:
+        requires, name = getattr(estimator, "requires", frozenset()), getattr(estimator, "name", type(estimator).__name__)
+    missing = sorted(set(requires) - set(supplied))
     if missing:
         raise ValueError(
-            f"estimator: {getattr(estimator, 'name', type(estimator).__name__)!r} requires context "
+            f"estimator: {name!r} requires context "
             f"{', '.join(missing)}, which {engine} does not supply (it supplies: "
             f"{', '.join(sorted(supplied)) or 'none'}); choose an estimator that needs only rewards."
         )
@@ -293,6 +298,7 @@ def describe(name: str) -> dict[str, Any]:
         "defaults": defaults,
         "signature": ", ".join(f"{k}={v!r}" for k, v in defaults.items()) or "(none)",
         "summary": _plain(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0]),
+        "requires": sorted(cls.requires),
     }
 
 
