@@ -25,16 +25,23 @@ class ContextRecording(GraeTrainer):
             logits = self.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()  # [B, L-1, V]
         tok_lp = torch.log_softmax(logits / self.temperature, -1).gather(-1, ids[:, 1:, None])[..., 0]  # [B, L-1]
         comp = tok_lp[:, -out["completion_ids"].size(1):] * out["completion_mask"]  # [B, T]
+        old = out.get("old_per_token_logps")
         self.seen.append(dict(ctx=ctx, ref_sum=comp.sum(1), ref_len=out["completion_mask"].sum(1),
-                              rewards=self._gathered_rewards()))
+                              rewards=self._gathered_rewards(),
+                              trl_old_sum=None if old is None else (old * out["completion_mask"]).sum(1)))
         return ctx
 
 
-def test_unlikeliness_trains_on_the_rollout_logprobs(model_dir, tmp_path):  # noqa: F811
-    trainer = make_trainer(model_dir, tmp_path, "unlikeliness", steps=1, trainer_cls=ContextRecording)
+@pytest.mark.parametrize("config", [{}, {"num_iterations": 2}], ids=["own-pass", "trl-old-logps"])
+def test_unlikeliness_trains_on_the_rollout_logprobs(model_dir, tmp_path, config):  # noqa: F811
+    """No TRL log-probs (aligned steps): one no-grad pass; num_iterations = 2: TRL's old_per_token_logps are used."""
+    trainer = make_trainer(model_dir, tmp_path, "unlikeliness", steps=1, trainer_cls=ContextRecording, config=config)
     trainer.train()
     assert len(trainer.seen) == 1
     rec = trainer.seen[0]
+    assert (rec["trl_old_sum"] is not None) == bool(config)
+    if rec["trl_old_sum"] is not None:
+        assert torch.equal(rec["ctx"]["logprob_sum"], rec["trl_old_sum"].float().cpu())
     assert torch.allclose(rec["ctx"]["logprob_sum"], rec["ref_sum"], atol=1e-4)
     assert torch.allclose(rec["ctx"]["logprob_mean"], rec["ref_sum"] / rec["ref_len"].clamp(min=1), atol=1e-4)
     expected = get_estimator("unlikeliness")(rec["rewards"], torch.arange(len(rec["rewards"])) // G,
