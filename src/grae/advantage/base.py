@@ -154,11 +154,11 @@ class Estimator:
         metrics.update({f"{self.name}/{k}": float(v) for k, v in own_metrics.items()})
         return AdvantageResult(advantages.to(out_dtype), weights.to(out_dtype), metrics)
 
-    def compute(self, rewards: Tensor, groups: Groups, **context: Tensor) -> tuple[Tensor, Tensor | None, dict]:
+    def compute(self, rewards: Tensor, groups: Groups) -> tuple[Tensor, Tensor | None, dict]:
         """Advantages ``[N]``, weights ``[N]`` (or None = all ones) and own metrics.
 
         ``rewards`` is float64 with missing entries set to 0 and marked invalid in ``groups``;
-        ``context`` holds exactly the fields named in ``requires`` (``[N]`` each).
+        an estimator with ``requires`` also takes those fields as keyword arguments (``[N]`` each).
         """
         raise NotImplementedError
 

@@ -53,7 +53,7 @@ class Unlikeliness(Estimator):
         check_std_params(eps, std_unbiased)
         self.beta, self.eps, self.std_unbiased = beta, eps, std_unbiased
 
-    def compute(self, rewards, groups, *, logprob_mean):
+    def compute(self, rewards, groups, *, logprob_mean):  # type: ignore[override]  # declared in `requires`
         correct = groups.valid & (rewards > 0)  # [N]
         rank = correct_ranks(logprob_mean, correct, groups.index)  # [N]
         size = groups.expand(groups.count)  # [N] G
