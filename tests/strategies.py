@@ -25,3 +25,13 @@ def reward_batches(draw, binary=None, min_groups=1, max_groups=8, min_size=1, ma
         torch.tensor([rewards[i] for i in perm], dtype=torch.float64),
         torch.tensor([group_ids[i] for i in perm], dtype=torch.long),
     )
+
+
+def general_names() -> list[str]:
+    """Estimators that take any finite reward batch with no context: the ones the generic property and
+    engine tests loop over. Binary-only (pass@k) and context-needing estimators have their own tests
+    (tests/test_passk_estimators.py, tests/test_estimator_context.py)."""
+    from grae.advantage import names
+    from grae.advantage.base import _REGISTRY
+
+    return [n for n in names() if not _REGISTRY[n].requires and not _REGISTRY[n].requires_binary]

@@ -35,8 +35,9 @@ import torch
 
 pytest.importorskip("trl", reason="the TRL engine is the `train` extra; `make test` installs it")
 
-from grae.advantage import get_estimator, names  # noqa: E402
+from grae.advantage import get_estimator  # noqa: E402
 from mp_worker import MODES, G  # noqa: E402
+from strategies import general_names  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 WORKER = Path(__file__).with_name("mp_worker.py")
@@ -100,7 +101,7 @@ GENERATE_EVERY = 4  # optimizer steps per generation batch: spg × iterations / 
 @pytest.fixture(scope="module")
 def disagreeing(tmp_path_factory):
     modes = dict(reward="disagree", modes=DISAGREEMENTS)
-    runs = [{"name": name, "estimator": name, "steps": len(DISAGREEMENTS), **modes} for name in names()]
+    runs = [{"name": name, "estimator": name, "steps": len(DISAGREEMENTS), **modes} for name in general_names()]
     runs += [{"name": name, "steps": GENERATE_EVERY * len(DISAGREEMENTS), **spec, **modes,
               "config": dict(gradient_accumulation_steps=2, steps_per_generation=4, num_iterations=2)}
              for name, spec in ACCUMULATION.items()]
@@ -110,7 +111,7 @@ def disagreeing(tmp_path_factory):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("mode", DISAGREEMENTS)
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", general_names())
 def test_ranks_that_disagree(disagreeing, name, mode):
     check_disagreeing_ranks(disagreeing[name], name, name, mode)
 

@@ -15,8 +15,9 @@ from datasets import Dataset  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
-from grae.advantage import get_estimator, names  # noqa: E402
+from grae.advantage import get_estimator  # noqa: E402
 from grae.engines.trl import STATE_FILE, GraeTrainer, trl_default_params  # noqa: E402
+from strategies import general_names  # noqa: E402
 
 G = 4
 PROMPTS = 2
@@ -72,7 +73,7 @@ class Recording(GraeTrainer):
         return super()._compute_loss(model, inputs)
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", general_names())
 def test_every_estimator_trains_and_the_loss_sees_registry_advantages(model_dir, tmp_path, name):
     trainer = make_trainer(model_dir, tmp_path, name, trainer_cls=Recording)
     trainer.train()

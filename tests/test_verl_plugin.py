@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from grae.advantage import get_estimator, names
+from strategies import general_names
 
 pytestmark = pytest.mark.verl
 
@@ -182,7 +183,7 @@ def test_register_is_idempotent_and_refuses_a_clash(verl_api, monkeypatch):
 # -- advantages through verl's own compute_advantage ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", general_names())
 def test_verl_compute_advantage_equals_grae_core(verl_api, name):
     """verl's dispatcher → grae_<name> gives exactly the core's A_i on every response token, masked;
     for 3 consecutive steps (stateful estimators keep their state in the driver-side cache)."""
@@ -713,7 +714,7 @@ def v1_advantages(name, tlr, mask, uid, grae_cfg=None):
     return out.batch["advantages"]
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", general_names())
 def test_verls_padding_rows_never_enter_the_statistics(verl_api, name):
     """128 real rows + 64 rows of verl's padding, through the v1 advantage path: the real rows get exactly
     the advantages (and ω, ACR, state) of the 128 rows alone; the padding rows get 0."""
@@ -773,3 +774,12 @@ def _steps_at(verl_api, root, seeds):
         SkipManager.set_step(s + 1)
         outs += _steps(verl_api, root, [s])
     return outs
+
+
+def test_verl_refuses_an_estimator_needing_context_in_one_line():
+    """verl passes an estimator no log-probs, answers or prompt keys: grae_unlikeliness fails at config check."""
+    from grae.engines.verl.advantage import read_options
+
+    with pytest.raises(ValueError, match=r"^estimator: 'unlikeliness' requires context logprob_mean, which verl"):
+        read_options("unlikeliness", None)
+    assert read_options("passk", {"grae": {"k": 2}})["params"] == {"k": 2}

@@ -9,11 +9,25 @@ Every estimator module reads like its paper's equations; see docs/estimators.md 
 """
 
 # Importing the modules registers their estimators.
-from grae.advantage import agrae, avspo, dgpo, grpo, ngrpo, passk, pkpo, reinforce, rloo, symmetry  # noqa: F401
+from grae.advantage import (  # noqa: F401
+    agrae,
+    avspo,
+    dgpo,
+    grpo,
+    ngrpo,
+    passk,
+    pkpo,
+    reinforce,
+    rloo,
+    symmetry,
+    unlikeliness,
+)
 from grae.advantage.base import (
+    CONTEXT_FIELDS,
     AdvantageResult,
     Estimator,
     EstimatorLike,
+    check_context_supported,
     describe,
     get_estimator,
     names,
@@ -27,11 +41,13 @@ from grae.advantage.corrections import (
 )
 
 __all__ = [
+    "CONTEXT_FIELDS",
     "AdvantageResult",
     "CorrectedEstimator",
     "Estimator",
     "EstimatorLike",
     "backward_correct",
+    "check_context_supported",
     "describe",
     "forward_weights",
     "get_estimator",

@@ -30,11 +30,19 @@ there — grae follows the paper:
 * ω is the mean of per-group means rather than Eq. 11's mean over trajectories (equal only when
   all groups have the same size).
 
+Opt-in remedies for the ω → 0 loop (not in the paper; defaults off = the paper's formula; see
+shared research passk.md §4): ``floor`` s ≥ s_min on the positive factor s = min(1, ω/α);
+``omega_ema`` β: s reads an exponential moving average ω̄_t = β ω̄_{t−1} + (1 − β) ω_t (ω̄_0 = ω_0,
+carried in the estimator state) instead of the batch ω; ``collapse_guard`` g: a batch with ω < g gets
+plain GRPO advantages Â (no rescaling, no suppression).
+
 The text extraction of Eq. 13 reads "min(1, ω α)"; the code and the only non-trivial reading of
 the min() use ω/α (identical at the paper's α = 1).
 """
 
 from __future__ import annotations
+
+import torch
 
 from grae.advantage.base import check, register
 from grae.advantage.symmetry import _GRPOVariant, difficulty_rescale, scale_positive
@@ -53,6 +61,9 @@ class AGRAE(_GRPOVariant):
         eps, std_unbiased: GRPO's std convention for Â.
         scale: ``"group"`` (GRPO's Â), ``"batch"``, or ``"none"`` (Dr. GRPO's Â = r − mean, for the
             paper's Dr.GRPO + A-GRAE runs).
+        floor: remedy, lower bound s_min ∈ [0, 1] on min(1, ω/α) (0 = paper).
+        omega_ema: remedy, EMA decay β ∈ [0, 1) of the ω that Eq. 13 reads (None = paper: this batch's ω).
+        collapse_guard: remedy, ω threshold below which the batch gets GRPO's Â (None = paper).
     """
 
     requires_unit_interval = True
@@ -66,11 +77,20 @@ class AGRAE(_GRPOVariant):
         eps: float = 1e-6,
         std_unbiased: bool = True,
         scale: str = "group",
+        floor: float = 0.0,
+        omega_ema: float | None = None,
+        collapse_guard: float | None = None,
     ):
         check(0 < alpha <= 1, "alpha", f"must be in (0, 1] (paper: α ≤ 1; 1.0 for MATH, 0.5 for multimodal), got {alpha}")
         check(sample_level or group_level, "sample_level/group_level",
               "at least one of A-GRAE's two halves must be on (both off is plain GRPO: use 'grpo')")
+        check(0 <= floor <= 1, "floor", f"must be in [0, 1] (0 = the paper's formula; 0.25 suggested), got {floor}")
+        check(omega_ema is None or 0 <= omega_ema < 1, "omega_ema", f"must be None or in [0, 1), got {omega_ema}")
+        check(collapse_guard is None or 0 < collapse_guard <= 1, "collapse_guard",
+              f"must be None or in (0, 1], got {collapse_guard}")
         self.alpha, self.sample_level, self.group_level = alpha, sample_level, group_level
+        self.floor, self.omega_ema, self.collapse_guard = floor, omega_ema, collapse_guard
+        self.omega_avg: float | None = None  # ω̄ (omega_ema only)
         self._init_std(eps, std_unbiased, scale)
 
     def compute(self, rewards, groups):
@@ -78,11 +98,28 @@ class AGRAE(_GRPOVariant):
         grpo = self.grpo(rewards, groups)  # [N] Â
         p = groups.expand(groups.mean(rewards))  # [N]
 
+        omega_s = omega  # the ω Eq. 13 reads
+        if self.omega_ema is not None and bool(torch.isfinite(omega)):
+            prev = float(omega) if self.omega_avg is None else self.omega_avg
+            self.omega_avg = self.omega_ema * prev + (1 - self.omega_ema) * float(omega)
+            omega_s = torch.tensor(self.omega_avg, dtype=omega.dtype)
+        guarded = self.collapse_guard is not None and bool(omega < self.collapse_guard)
+
         advantages = grpo
-        if self.sample_level:  # Eq. 12
+        if self.sample_level and not guarded:  # Eq. 12
             advantages = difficulty_rescale(grpo, p, hard=omega / 2, easy=(1 - omega) / 2)
-        suppression = (omega / self.alpha).clamp(max=1.0)
-        if self.group_level:  # Eq. 13
+        suppression = (omega_s / self.alpha).clamp(max=1.0).clamp(min=self.floor)
+        if self.group_level and not guarded:  # Eq. 13
             advantages = scale_positive(advantages, suppression)
 
-        return advantages, None, {"omega": omega, "suppression": suppression}
+        return advantages, None, {"omega": omega, "suppression": suppression, "guarded": float(guarded)}
+
+    def state_dict(self):
+        return {"omega_avg": self.omega_avg} if self.omega_ema is not None else {}
+
+    def load_state_dict(self, state):
+        if self.omega_ema is None:
+            super().load_state_dict(state)
+            return
+        check("omega_avg" in state, "state_dict", "A-GRAE (omega_ema) state is missing 'omega_avg'")
+        self.omega_avg = None if state["omega_avg"] is None else float(state["omega_avg"])

@@ -8,6 +8,11 @@ Every estimator is called the same way::
     out.weights                         # [N] 0 for samples the algorithm drops, else 1
     out.metrics                         # dict[str, float]
 
+An estimator that needs more than rewards declares it in ``requires`` (a subset of
+:data:`CONTEXT_FIELDS`) and is called with ``est(rewards, group_ids, context={...})``; the base
+validates the declared fields (``[N]`` each) and passes exactly those to ``compute`` as keywords.
+Estimators that declare nothing are called, and compute, exactly as before.
+
 Input policy (the same for every estimator, see docs/estimators.md):
 
 * ``NaN`` reward = "missing / not applicable" (TRL turns a reward function's ``None`` into NaN):
@@ -44,6 +49,31 @@ from torch import Tensor
 
 from grae.groups import Groups
 from grae.metrics import batch_diagnostics
+
+#: Per-sample context an engine may supply besides (rewards, group_ids); every field is ``[N]``.
+CONTEXT_FIELDS: dict[str, str] = {
+    "logprob_sum": "Σ_t log π_old(y_t | x, y_<t): the sequence log-prob under the rollout policy",
+    "logprob_mean": "logprob_sum / |y|: the length-normalised sequence log-prob",
+    "answer_id": "the verifier's canonical parsed answer as an integer id, −1 when unparsable",
+    "prompt_key": "a stable integer key of the prompt, the same at every step (state across steps)",
+}
+_INT_FIELDS = frozenset({"answer_id", "prompt_key"})
+
+
+def check_context_supported(estimator: Any, supplied: frozenset[str] | set[str], engine: str) -> None:
+    """Raise one ``ValueError`` at construction when ``engine`` cannot supply what ``estimator`` (an
+    estimator object or class, or :func:`describe`'s dict) ``requires``."""
+    if isinstance(estimator, dict):  # describe(name)
+        requires, name = estimator["requires"], estimator["name"]
+    else:
+        requires, name = getattr(estimator, "requires", frozenset()), getattr(estimator, "name", type(estimator).__name__)
+    missing = sorted(set(requires) - set(supplied))
+    if missing:
+        raise ValueError(
+            f"estimator: {name!r} requires context "
+            f"{', '.join(missing)}, which {engine} does not supply (it supplies: "
+            f"{', '.join(sorted(supplied)) or 'none'}); choose an estimator that needs only rewards."
+        )
 
 
 @dataclass(frozen=True)
@@ -99,9 +129,12 @@ class Estimator:
     requires_unit_interval: ClassVar[bool] = False
     #: True when rewards must be pass/fail, 0 or 1 (pass@k objectives).
     requires_binary: ClassVar[bool] = False
+    #: Context fields (keys of :data:`CONTEXT_FIELDS`) this estimator reads; passed to ``compute``.
+    requires: ClassVar[frozenset[str]] = frozenset()
 
-    def __call__(self, rewards: Any, group_ids: Any) -> AdvantageResult:
+    def __call__(self, rewards: Any, group_ids: Any, context: dict[str, Any] | None = None) -> AdvantageResult:
         rewards, group_ids = _validate(rewards, group_ids)
+        ctx = _validate_context(self, context, rewards.shape[0])
         out_dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
         valid = ~torch.isnan(rewards)  # [N]
         r = torch.where(valid, rewards, torch.zeros_like(rewards)).to(torch.float64)  # [N]
@@ -124,7 +157,7 @@ class Estimator:
             return AdvantageResult(empty, empty.clone(), {"n_samples": 0.0})
 
         groups = Groups(group_ids, valid)
-        advantages, weights, own_metrics = self.compute(r, groups)  # [N], [N] | None, dict
+        advantages, weights, own_metrics = self.compute(r, groups, **ctx)  # [N], [N] | None, dict
         weights = torch.ones_like(r) if weights is None else weights.to(torch.float64)
         advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
         weights = torch.where(valid, weights, torch.zeros_like(weights))
@@ -138,7 +171,8 @@ class Estimator:
     def compute(self, rewards: Tensor, groups: Groups) -> tuple[Tensor, Tensor | None, dict]:
         """Advantages ``[N]``, weights ``[N]`` (or None = all ones) and own metrics.
 
-        ``rewards`` is float64 with missing entries set to 0 and marked invalid in ``groups``.
+        ``rewards`` is float64 with missing entries set to 0 and marked invalid in ``groups``;
+        an estimator with ``requires`` also takes those fields as keyword arguments (``[N]`` each).
         """
         raise NotImplementedError
 
@@ -164,6 +198,28 @@ def check(condition: bool, field_name: str, message: str) -> None:
     """Raise ``ValueError`` naming the offending parameter when ``condition`` is false."""
     if not condition:
         raise ValueError(f"{field_name}: {message}")
+
+
+def _validate_context(est: Estimator, context: dict[str, Any] | None, n: int) -> dict[str, Tensor]:
+    """The declared context fields as ``[N]`` tensors (float64 log-probs, int64 ids)."""
+    out: dict[str, Tensor] = {}
+    for key in sorted(est.requires):
+        if context is None or key not in context or context[key] is None:
+            raise ValueError(f"context.{key}: estimator {est.name!r} requires it ({CONTEXT_FIELDS[key]}); "
+                             f"pass context={{'{key}': [N] tensor, ...}}.")
+        x = _as_tensor(context[key], f"context.{key}")
+        if tuple(x.shape) != (n,):
+            raise ValueError(f"context.{key}: shape {tuple(x.shape)} does not match rewards ({n},); one value per sample.")
+        if key in _INT_FIELDS:
+            if x.is_floating_point() and not bool((x == x.round()).all()):
+                raise ValueError(f"context.{key}: must be integers, got non-integer values.")
+            x = x.long()
+        else:
+            x = x.to(torch.float64)
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"context.{key}: contains NaN or ±inf; log-probs must be finite.")
+        out[key] = x
+    return out
 
 
 def _validate(rewards: Any, group_ids: Any) -> tuple[Tensor, Tensor]:
@@ -269,6 +325,7 @@ def describe(name: str) -> dict[str, Any]:
         "defaults": defaults,
         "signature": ", ".join(f"{k}={v!r}" for k, v in defaults.items()) or "(none)",
         "summary": _plain(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0]),
+        "requires": sorted(cls.requires),
     }
 
 

@@ -14,8 +14,8 @@ def register(app: typer.Typer) -> None:
         from grae.advantage import describe, names
         from grae.cli.output import console
 
-        table = Table("name", "parameters (defaults)", "what it is")
+        table = Table("name", "parameters (defaults)", "context", "what it is")
         for name in names():
             d = describe(name)
-            table.add_row(name, d["signature"], d["summary"])
+            table.add_row(name, d["signature"], ", ".join(d["requires"]) or "-", d["summary"])
         console().print(table)

@@ -95,7 +95,7 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanmax, nanmin, nanstd
 
-from grae.advantage import EstimatorLike, get_estimator
+from grae.advantage import EstimatorLike, check_context_supported, get_estimator
 from grae.engines import STATE_FILE
 from grae.engines.rows import LEFT_PADDED, concat_rows, pad_value, per_row_tensors, take_rows, trim_padding
 from grae.io import atomic_write_json
@@ -139,6 +139,13 @@ def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | 
     if estimator == "grpo" and "eps" not in (params or {}):
         return {**(params or {}), "eps": TRL_STD_EPS}
     return params
+
+
+#: Estimator context GraeTrainer supplies (grae.advantage.CONTEXT_FIELDS). The sequence log-probs
+#: come from the rollout policy: vLLM's sampling log-probs, else TRL's old_per_token_logps when TRL
+#: computes them, else one no-grad forward pass of the generating model (only for estimators that
+#: require them). No answer ids (reward functions return numbers, not parsed answers) and no prompt key.
+TRL_CONTEXT = frozenset({"logprob_sum", "logprob_mean"})
 
 
 def resolve_estimator(estimator: str | EstimatorLike, params: dict[str, Any] | None) -> EstimatorLike:
@@ -188,6 +195,7 @@ class GraeTrainer(GRPOTrainer):
         **kwargs: Any,
     ):
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
+        check_context_supported(self.estimator, TRL_CONTEXT, "GraeTrainer (TRL)")
         self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
         if contain_reward_faults:
             args, kwargs = _wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
@@ -220,6 +228,9 @@ class GraeTrainer(GRPOTrainer):
         if self.multi_objective_aggregation == "normalize_then_sum":
             raise ValueError("multi_objective_aggregation='normalize_then_sum': dynamic sampling and prompt selection "
                              "read raw rewards (success_threshold); use 'sum_then_normalize' with sampling")
+        if getattr(self.estimator, "requires", None):
+            raise ValueError(f"sampling: dynamic sampling and prompt selection do not supply estimator context yet; "
+                             f"estimator {self.estimator.name!r} requires {', '.join(sorted(self.estimator.requires))}")
         dataset = self.train_dataset
         if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise ValueError("sampling: dynamic sampling and prompt selection draw prompts by index; "
@@ -352,11 +363,36 @@ class GraeTrainer(GRPOTrainer):
         rewards = self._gathered_rewards(group_size)
         group_ids = torch.arange(rewards.numel()) // group_size  # [N_global]
         estimator = self.estimator if mode == "train" else copy.deepcopy(self.estimator)
-        result = estimator(rewards, group_ids)  # identical on every rank: gathered input
+        context = self._estimator_context(out)  # None when the estimator requires none
+        kwargs = {} if context is None else {"context": context}
+        result = estimator(rewards, group_ids, **kwargs)  # identical on every rank: gathered input
         if mode == "train":
             self.grae_generated_completions += rewards.numel()
         self._replace_logged_advantages(result.advantages)
         return self._with_advantages(out, rewards, result, mode)
+
+    def _estimator_context(self, out: dict) -> dict[str, torch.Tensor] | None:
+        """The gathered ``[N_global]`` context the estimator requires (see :data:`TRL_CONTEXT`), or None."""
+        if not getattr(self.estimator, "requires", None):
+            return None
+        logps = out.get("sampling_per_token_logps")  # [B, T] vLLM's, exactly the rollout policy's
+        if logps is None:
+            logps = out.get("old_per_token_logps")  # [B, T] TRL computed them for importance sampling
+        if logps is None and "pixel_values" in out:
+            raise ValueError(f"estimator: {self.estimator.name!r} needs sequence log-probs, which GraeTrainer does not "
+                             "yet recompute for image inputs; use vLLM with importance sampling or an estimator without context")
+        if logps is None:  # TRL has none: one no-grad pass of the model that generated (no update since)
+            ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+            mask = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+            with torch.no_grad():
+                logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, mask, out["completion_ids"].size(1), batch_size=self.args.per_device_train_batch_size)
+        mask = out["completion_mask"].to(logps.dtype)  # [B, T]
+        total = (logps * mask).sum(dim=1)  # [B]
+        length = mask.sum(dim=1).clamp(min=1)  # [B]
+        # Unconditional on every rank when the estimator requires context (the multi-process rule).
+        total, length = self.accelerator.gather(total), self.accelerator.gather(length)  # [N_global]
+        return {"logprob_sum": total.float().cpu(), "logprob_mean": (total / length).float().cpu()}
 
     def _with_advantages(self, out: dict, rewards: torch.Tensor, result, mode: str) -> dict:
         """``out`` (this rank's rows of the global batch the estimator saw) with grae's advantages, weights

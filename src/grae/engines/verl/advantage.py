@@ -47,12 +47,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from grae.advantage import describe, get_estimator, with_reward_correction
+from grae.advantage import check_context_supported, describe, get_estimator, with_reward_correction
 from grae.engines import STATE_FILE  # the estimator state file in verl's global_step_N/, as in TRL's
 from grae.io import append_jsonl, atomic_write_json
 
 logger = logging.getLogger("grae.engines.verl")
 
+#: Estimator context verl supplies: none. verl 0.9.1's generic branch passes an estimator only
+#: token_level_rewards, response_mask, index (a per-batch uuid, not a stable prompt key) and config.
+VERL_CONTEXT: frozenset[str] = frozenset()
 #: keys of ``algorithm.grae`` that are adapter options, not estimator parameters.
 OPTION_KEYS = ("drop_renorm", "reward_correction", "metrics_path", "resume_state")
 #: verl 0.9.1 ``agg_loss`` modes.
@@ -148,6 +151,7 @@ def read_options(name: str, config: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ValueError(f"algorithm.grae: expected a mapping of parameters, got {type(raw).__name__} ({raw!r})")
     params = {k: v for k, v in raw.items() if k not in OPTION_KEYS}
+    check_context_supported(describe(name), VERL_CONTEXT, "verl's advantage call")
     defaults = describe(name)["defaults"]
     unknown = sorted(set(params) - set(defaults))
     if unknown:
