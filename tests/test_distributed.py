@@ -36,6 +36,7 @@ import torch
 pytest.importorskip("trl", reason="the TRL engine is the `train` extra; `make test` installs it")
 
 from grae.advantage import get_estimator  # noqa: E402
+from grae.engines.trl import trl_default_params  # noqa: E402
 from mp_worker import MODES, G  # noqa: E402
 from strategies import general_names  # noqa: E402
 
@@ -141,7 +142,7 @@ def check_disagreeing_ranks(ranks: list[dict], run: str, name: str, mode: str) -
     if mode != "all_correct_vs_mixed":
         assert rewards[n_local:].isnan().any() and not rewards[:n_local].isnan().any(), \
             f"{about}: rank 1 alone has missing rewards"
-    reference = get_estimator(name)
+    reference = get_estimator(name, **(trl_default_params(name, None) or {}))  # grpo: TRL's eps 1e-4 in GraeTrainer
     reference.load_state_dict(seen[0]["state_before"])
     expected = reference(rewards, torch.arange(rewards.numel()) // G)
     assert_close(seen[0]["advantages"], expected.advantages, f"{about}: advantages vs the registry")

@@ -118,7 +118,7 @@ def test_overwrite_never_clears_a_directory_that_is_not_a_run(model_dir, tmp_pat
 @pytest.mark.parametrize("args, message", [
     (["--trl.learning_rate", "-1"], "trl.learning_rate: must be > 0"),
     (["--trl.learning_rate", "0"], "trl.learning_rate: must be > 0"),
-    (["--trl.max_completion_length", "0"], "trl.max_completion_length: must be > 0"),
+    (["--trl.max_completion_length", "0"], "trl.max_completion_length: must be >= 1"),
     (["--eval.temperature", "-1"], "eval.temperature: must be >= 0"),
     (["--model", "./no/such/model"], "model: './no/such/model' does not exist"),
     (["--output-dir", ""], "output_dir: empty"),
