@@ -6,13 +6,18 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 TRAIN_STAMP := $(VENV)/.grae-train
 TEST_STAMP := $(VENV)/.grae-test
+# Where torch 2.13.0 comes from. Empty = pip's configured indexes (on this project's machines a local
+# CPU wheel). On a stock CPU-only machine PyPI's Linux wheel is the CUDA build (several GB of nvidia-*
+# packages): `make train TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes the CPU build instead.
+TORCH_INDEX ?=
+TORCH_PIP_ARGS := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 
 .PHONY: venv test lint train bench clean
 
 $(TRAIN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	# torch first, from the local CPU wheel, so nothing later can pull a CUDA build.
-	$(PIP) install -q torch==2.13.0
+	# torch first (TORCH_INDEX above), so nothing later can pull another build.
+	$(PIP) install -q $(TORCH_PIP_ARGS) torch==2.13.0
 	$(PIP) install -q -e ".[train]"
 	touch $(TRAIN_STAMP)
 
