@@ -280,24 +280,18 @@ def run_plan(
         stem = file_stem(name)
         if plan.exact:
             result = _run_exact(plan, planned, sampler, examples, output / f"{stem}.jsonl", progress)
-            summary = {**result.summary(), **_exact_summary(result), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            atomic_write_json(output / f"{stem}.summary.json", summary)
-            combined["tasks"][name] = summary
-            atomic_write_json(out.summary_path, combined)
-            out.results[name] = result
-            out.summaries[name] = summary
-            if on_task is not None:
-                on_task(name, result, summary)
-            continue
-        bar = progress(name, len(examples) * n) if progress is not None else nullcontext(None)
-        with bar as update:
-            try:
-                result = runner.run_samples(sampler, examples, task, n=n, batch_size=plan.batch_size, seed=plan.seed,
-                                            output_path=output / f"{stem}.jsonl", settings=plan.meta(planned),
-                                            progress=update)
-            except RecordsError as err:
-                raise EvalError(err, exit_code=1) from err
-        summary = {**result.summary(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            extra = _exact_summary(result)
+        else:
+            bar = progress(name, len(examples) * n) if progress is not None else nullcontext(None)
+            with bar as update:
+                try:
+                    result = runner.run_samples(sampler, examples, task, n=n, batch_size=plan.batch_size,
+                                                seed=plan.seed, output_path=output / f"{stem}.jsonl",
+                                                settings=plan.meta(planned), progress=update)
+                except RecordsError as err:
+                    raise EvalError(err, exit_code=1) from err
+            extra = {}
+        summary = {**result.summary(), **extra, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
         atomic_write_json(output / f"{stem}.summary.json", summary)
         combined["tasks"][name] = summary
         atomic_write_json(out.summary_path, combined)
