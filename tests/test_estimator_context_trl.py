@@ -27,7 +27,7 @@ class ContextRecording(GraeTrainer):
         comp = tok_lp[:, -out["completion_ids"].size(1):] * out["completion_mask"]  # [B, T]
         old = out.get("old_per_token_logps")
         self.seen.append(dict(ctx=ctx, ref_sum=comp.sum(1), ref_len=out["completion_mask"].sum(1),
-                              rewards=self._gathered_rewards(),
+                              rewards=self._gathered_rewards(self.num_generations),
                               trl_old_sum=None if old is None else (old * out["completion_mask"]).sum(1)))
         return ctx
 

@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import inspect
 import json
 import logging
@@ -141,11 +142,47 @@ def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | 
     return params
 
 
-#: Estimator context GraeTrainer supplies (grae.advantage.CONTEXT_FIELDS). The sequence log-probs
-#: come from the rollout policy: vLLM's sampling log-probs, else TRL's old_per_token_logps when TRL
-#: computes them, else one no-grad forward pass of the generating model (only for estimators that
-#: require them). No answer ids (reward functions return numbers, not parsed answers) and no prompt key.
-TRL_CONTEXT = frozenset({"logprob_sum", "logprob_mean"})
+#: Estimator context GraeTrainer always supplies (grae.advantage.CONTEXT_FIELDS). The sequence
+#: log-probs come from the rollout policy: vLLM's sampling log-probs, else TRL's old_per_token_logps
+#: when TRL computes them, else one no-grad forward pass of the generating model (only for estimators
+#: that require them). ``prompt_key`` is :func:`stable_key` of the prompt text. ``answer_id`` needs a
+#: parser of final answers (``answer_fn``, or the ``parse_answer`` of a grae task's reward function):
+#: see :data:`ANSWER_CONTEXT`.
+TRL_CONTEXT = frozenset({"logprob_sum", "logprob_mean", "prompt_key"})
+#: supplied besides TRL_CONTEXT when GraeTrainer has an answer parser
+ANSWER_CONTEXT = frozenset({"answer_id"})
+_LOGPROB_FIELDS = frozenset({"logprob_sum", "logprob_mean"})
+
+
+def stable_key(value: Any) -> int:
+    """A 63-bit integer key of ``value`` (a prompt, a parsed answer) that is the same in every process and
+    every run: SHA-1 of its text (JSON with sorted keys for a conversational prompt), not Python's salted
+    ``hash``."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha1(text.encode("utf-8")).digest()[:8], "big") >> 1
+
+
+def answer_ids(completions: list[Any], answer_fn: Any) -> list[int]:
+    """``answer_fn``'s canonical parsed answer of each completion as :func:`stable_key`, −1 when it is None."""
+    from grae.rewards import completion_text
+
+    ids = []
+    for completion in completions:
+        answer = answer_fn(completion_text(completion))
+        ids.append(-1 if answer is None else stable_key(str(answer)))
+    return ids
+
+
+def find_answer_fn(reward_funcs: Any) -> Any:
+    """The ``parse_answer`` of the first grae task behind ``reward_funcs`` (a :class:`~grae.rewards.TaskReward`,
+    possibly wrapped by ``safe_reward``), else None."""
+    funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    for func in funcs:
+        func = getattr(func, "fn", func)  # SafeReward wraps the function as .fn
+        task = getattr(func, "task", None)
+        if task is not None and callable(getattr(task, "parse_answer", None)):
+            return task.parse_answer
+    return None
 
 
 def resolve_estimator(estimator: str | EstimatorLike, params: dict[str, Any] | None) -> EstimatorLike:
@@ -192,10 +229,20 @@ class GraeTrainer(GRPOTrainer):
         reward_fallback: float | None = None,
         reward_timeout: float | None = None,
         sampling: SamplingConfig | dict[str, Any] | None = None,
+        answer_fn: Any = None,
         **kwargs: Any,
     ):
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
-        check_context_supported(self.estimator, TRL_CONTEXT, "GraeTrainer (TRL)")
+        reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
+        #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
+        self.answer_fn = answer_fn if answer_fn is not None else find_answer_fn(reward_funcs)
+        if answer_fn is not None and not callable(answer_fn):
+            raise TypeError(f"answer_fn: expected a callable (completion text -> parsed answer or None), got {answer_fn!r}")
+        supplied = TRL_CONTEXT | (ANSWER_CONTEXT if self.answer_fn is not None else frozenset())
+        engine = "GraeTrainer (TRL)" if self.answer_fn is not None else \
+            "GraeTrainer (TRL) without answer_fn (pass answer_fn= or a grae task's reward_fn)"
+        check_context_supported(self.estimator, supplied, engine)
+        self._local_keys: dict[str, torch.Tensor] = {}
         self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
         if contain_reward_faults:
             args, kwargs = _wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
@@ -319,6 +366,11 @@ class GraeTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards_per_func = rewards_per_func  # [N_global, F], gathered across processes
+        requires = getattr(self.estimator, "requires", frozenset())
+        if "prompt_key" in requires:  # this rank's rows; gathered in _estimator_context
+            self._local_keys["prompt_key"] = torch.tensor([stable_key(p) for p in prompts], dtype=torch.long)
+        if "answer_id" in requires:
+            self._local_keys["answer_id"] = torch.tensor(answer_ids(completions, self.answer_fn), dtype=torch.long)
         self._stop_on_total_reward_failure()
         return rewards_per_func
 
@@ -373,8 +425,19 @@ class GraeTrainer(GRPOTrainer):
 
     def _estimator_context(self, out: dict) -> dict[str, torch.Tensor] | None:
         """The gathered ``[N_global]`` context the estimator requires (see :data:`TRL_CONTEXT`), or None."""
-        if not getattr(self.estimator, "requires", None):
+        requires = getattr(self.estimator, "requires", frozenset())
+        if not requires:
             return None
+        context: dict[str, torch.Tensor] = {}
+        for key in sorted(requires & {"prompt_key", "answer_id"}):  # config-determined: every rank gathers
+            local = self._local_keys.pop(key).to(self.accelerator.device)  # [B]
+            context[key] = self.accelerator.gather(local).cpu()  # [N_global]
+        if requires & _LOGPROB_FIELDS:
+            context.update(self._logprob_context(out))
+        return context
+
+    def _logprob_context(self, out: dict) -> dict[str, torch.Tensor]:
+        """``logprob_sum`` / ``logprob_mean`` ``[N_global]`` under the rollout policy (see :data:`TRL_CONTEXT`)."""
         logps = out.get("sampling_per_token_logps")  # [B, T] vLLM's, exactly the rollout policy's
         if logps is None:
             logps = out.get("old_per_token_logps")  # [B, T] TRL computed them for importance sampling
