@@ -366,7 +366,7 @@ class GraeTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards_per_func = rewards_per_func  # [N_global, F], gathered across processes
-        requires = getattr(self.estimator, "requires", frozenset())
+        requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
         if "prompt_key" in requires:  # this rank's rows; gathered in _estimator_context
             self._local_keys["prompt_key"] = torch.tensor([stable_key(p) for p in prompts], dtype=torch.long)
         if "answer_id" in requires:
@@ -425,7 +425,7 @@ class GraeTrainer(GRPOTrainer):
 
     def _estimator_context(self, out: dict) -> dict[str, torch.Tensor] | None:
         """The gathered ``[N_global]`` context the estimator requires (see :data:`TRL_CONTEXT`), or None."""
-        requires = getattr(self.estimator, "requires", frozenset())
+        requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
         if not requires:
             return None
         context: dict[str, torch.Tensor] = {}
