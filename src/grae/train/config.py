@@ -302,6 +302,17 @@ def validate(cfg: TrainConfig) -> None:
         cfg.sampling.check()
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    funcs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
+    if "answer_id" in getattr(estimator, "requires", ()) and "task" not in funcs:
+        raise ConfigError(f"estimator: {cfg.estimator!r} needs each completion's parsed answer (context answer_id), which "
+                          "grae train takes from the task's verifier; add 'task' to reward_funcs")
+    if cfg.trl.get("sync_ref_model"):  # TRL refuses these only after the model is loaded
+        if not cfg.trl.get("beta"):
+            raise ConfigError("trl.sync_ref_model: there is no reference model to reset with trl.beta = 0 (TRL's default); "
+                              "set trl.beta > 0 (the KL coefficient), or drop sync_ref_model")
+        if cfg.peft is not None:
+            raise ConfigError("trl.sync_ref_model: TRL cannot reset the reference model of a LoRA (peft) run; "
+                              "drop peft or sync_ref_model")
     if cfg.peft is not None:
         lora_config(cfg.peft)
     for name in ("max_steps", "save_steps"):
