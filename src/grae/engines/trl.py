@@ -213,6 +213,11 @@ class GraeTrainer(GRPOTrainer):
             excludes it), failures are counted and logged, and a function that fails on every sample
             of a batch stops the run with :class:`grae.rewards.RewardFunctionError` naming it.
         reward_fallback, reward_timeout: see ``contain_reward_faults``.
+        answer_fn: completion text → the verifier's canonical parsed answer (None: unparsable), for estimators
+            that need ``answer_id`` (``outcome_explore``); default: the ``parse_answer`` of a grae task's reward.
+        cov_loss: Clip-Cov / KL-Cov (Cui et al. 2025, :func:`grae.loss.cov_loss`): ``{"mode": "clip_cov" |
+            "kl_cov", "ratio": 2e-4, "lb": 1.0, "ub": 5.0, "kl_coef": 0.1}``; implies grae's loss (token-mean
+            unless ``loss_agg_mode`` says otherwise). Logs ``grae/cov_frac``.
         sampling: :class:`grae.sampling.SamplingConfig` (or a dict of its fields): DAPO dynamic
             sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
             Default: TRL's own sampler, unchanged.
@@ -230,6 +235,7 @@ class GraeTrainer(GRPOTrainer):
         reward_timeout: float | None = None,
         sampling: SamplingConfig | dict[str, Any] | None = None,
         answer_fn: Any = None,
+        cov_loss: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
@@ -250,7 +256,8 @@ class GraeTrainer(GRPOTrainer):
             raise ValueError(f"loss_agg_mode: unknown {loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
         if dual_clip is not None and dual_clip <= 1:
             raise ValueError(f"dual_clip: must be > 1 (verl default 3.0), got {dual_clip}")
-        self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None else None)
+        self.grae_cov_loss = _cov_loss_config(cov_loss)
+        self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None or cov_loss else None)
         self.grae_dual_clip = dual_clip
         super().__init__(*args, **kwargs)
         self._check_compatible()
@@ -351,6 +358,9 @@ class GraeTrainer(GRPOTrainer):
             "top_entropy_quantile": self.top_entropy_quantile < 1.0,
             "off_policy_mask_threshold": self.off_policy_mask_threshold is not None,
             "use_adaptive_entropy": self.use_adaptive_entropy,
+            "cov_loss with dual_clip": self.grae_cov_loss is not None and self.grae_dual_clip is not None,
+            "cov_loss with importance_sampling_level='sequence'":
+                self.grae_cov_loss is not None and self.importance_sampling_level != "token",
         }
         bad = [name for name, on in unsupported.items() if on]
         if bad:
@@ -669,8 +679,11 @@ class GraeTrainer(GRPOTrainer):
             dual_clip=self.grae_dual_clip,
             ratio_level=self.importance_sampling_level,
             agg=self.grae_loss_agg_mode,
+            cov=self.grae_cov_loss,
             **normaliser,
         )
+        if self.grae_cov_loss is not None:
+            self._metrics[mode]["grae/cov_frac"].append(self.accelerator.gather(metrics["cov_frac"]).mean().item())
         if self.beta != 0.0:  # k3 as TRL (unclamped), under the policy term's normaliser
             per_token_kl = kl_penalty(per_token_logps, inputs["ref_per_token_logps"], "k3", clamp=None)  # [B, T]
             if self.args.use_bias_correction_kl:  # TRL's default: × the (differentiable) importance ratio,
@@ -826,6 +839,25 @@ def _cpu_map_location():
         yield
     finally:
         torch.load = original
+
+
+def _cov_loss_config(cov: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``cov_loss`` checked: ``{"mode": "clip_cov" | "kl_cov", "ratio", "lb", "ub", "kl_coef"}`` (grae.loss.cov_loss)."""
+    from grae.loss import COV_DEFAULTS, COV_MODES
+
+    if cov is None:
+        return None
+    if not isinstance(cov, dict) or cov.get("mode") not in COV_MODES:
+        raise ValueError(f"cov_loss: expected {{mode: {' | '.join(COV_MODES)}, ratio, lb, ub, kl_coef}}, got {cov!r}")
+    unknown = sorted(set(cov) - {"mode", *COV_DEFAULTS})
+    if unknown:
+        raise ValueError(f"cov_loss: unknown key(s) {', '.join(unknown)}; keys: mode, {', '.join(COV_DEFAULTS)}")
+    for key, value in cov.items():
+        if key != "mode" and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
+            raise ValueError(f"cov_loss.{key}: expected a finite number, got {value!r}")
+    if not 0 < cov.get("ratio", COV_DEFAULTS["ratio"]) <= 1:
+        raise ValueError(f"cov_loss.ratio: must be in (0, 1] (verl: 2e-4), got {cov['ratio']}")
+    return dict(cov)
 
 
 def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple[tuple, dict]:
