@@ -5,6 +5,10 @@ process (A, B, A, B, …) so machine noise hits both; the first steps of each ru
 dropped. Reported: median seconds per step of each and their ratio.
 
     python bench/bench_trl_overhead.py [--rounds 4] [--steps 12] [--estimator agrae] [--model tiny]
+
+An estimator that needs context (``unlikeliness``: the rollout log-probs, one no-grad pass when TRL has
+none; ``outcome_explore``: answer ids and prompt keys, parsed with :func:`first_token`) measures the
+context's cost too.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 def reward(completions, **kwargs):
     return [float(zlib.crc32(c.encode()) % 2) for c in completions]
+
+
+def first_token(text: str) -> str | None:
+    """The parsed answer of a plain ``Answer:`` completion: its first whitespace-separated token."""
+    parts = text.split()
+    return parts[0] if parts else None
 
 
 class StepTimer:
@@ -85,10 +95,15 @@ def main() -> None:
         from grae.presets import resolve_model
 
         model_dir = resolve_model(args.model)
+    from grae.advantage.base import _REGISTRY
+
+    grae_kw: dict = {"estimator": args.estimator}
+    if "answer_id" in _REGISTRY[args.estimator].requires:
+        grae_kw["answer_fn"] = first_token
     stock, grae = [], []
     for r in range(args.rounds):
         for name, cls, extra, sink in [("GRPOTrainer", GRPOTrainer, {}, stock),
-                                       ("GraeTrainer", GraeTrainer, {"estimator": args.estimator}, grae)]:
+                                       ("GraeTrainer", GraeTrainer, grae_kw, grae)]:
             times = run(cls, model_dir, args.steps, seed=r, extra=extra)[args.warmup:]
             sink.extend(times)
             print(f"round {r} {name}: median {statistics.median(times):.3f} s/step", flush=True)

@@ -782,4 +782,6 @@ def test_verl_refuses_an_estimator_needing_context_in_one_line():
 
     with pytest.raises(ValueError, match=r"^estimator: 'unlikeliness' requires context logprob_mean, which verl"):
         read_options("unlikeliness", None)
+    with pytest.raises(ValueError, match=r"^estimator: 'outcome_explore' requires context answer_id, prompt_key, which verl"):
+        read_options("outcome_explore", None)
     assert read_options("passk", {"grae": {"k": 2}})["params"] == {"k": 2}

@@ -23,6 +23,10 @@ from torch import Tensor
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 RATIO_LEVELS = ("token", "sequence")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+#: token-level entropy controls of Cui et al. 2025 (:func:`cov_loss`)
+COV_MODES = ("clip_cov", "kl_cov")
+#: verl's ``PolicyLossConfig`` defaults (clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, ppo_kl_coef)
+COV_DEFAULTS = {"ratio": 2e-4, "lb": 1.0, "ub": 5.0, "kl_coef": 0.1}
 
 
 def agg_loss(
@@ -94,6 +98,7 @@ def policy_loss(
     agg: str = "token-mean",
     norm_length: int | None = None,
     denominator: Tensor | float | None = None,
+    cov: dict | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped policy-gradient loss.
 
@@ -119,6 +124,8 @@ def policy_loss(
         dual_clip: c > 1 caps the loss of negative-advantage tokens at −A·c (verl ``clip_ratio_c``).
         ratio_level: ``"token"`` or ``"sequence"``.
         agg, norm_length, denominator: see :func:`agg_loss`.
+        cov: Clip-Cov / KL-Cov instead of plain clipping (:func:`cov_loss`): ``{"mode": "clip_cov" |
+            "kl_cov", "ratio", "lb", "ub", "kl_coef", "generator"}`` (missing keys: :data:`COV_DEFAULTS`).
 
     Returns:
         ``(loss, metrics)`` with ``clipfrac`` (tokens where clipping changed the loss),
@@ -149,6 +156,11 @@ def policy_loss(
         cap = -adv * dual_clip
         dual = (adv < 0) & (loss_mat > cap)
         loss_mat = torch.where(adv < 0, torch.minimum(loss_mat, cap), loss_mat)
+    cov_frac = torch.zeros((), dtype=logp.dtype)
+    if cov is not None:
+        if ratio_level != "token" or dual_clip is not None:
+            raise ValueError("cov: Clip-Cov/KL-Cov are token-level losses; use ratio_level='token' and no dual_clip")
+        loss_mat, cov_frac = cov_loss(unclipped, clipped, adv.expand_as(ratio), logp, log_ratio, mask, **cov)
     if token_weights is not None:
         loss_mat = loss_mat * token_weights
 
@@ -166,8 +178,61 @@ def policy_loss(
             "approx_kl": masked_mean(old_logp - logp, mask),
             "ratio_mean": masked_mean(ratio, mask),
             "ratio_max": (ratio * mask_f).max() if mask_f.numel() else ratio.new_zeros(()),
+            "cov_frac": cov_frac,
         }
     return loss, {k: v.detach() for k, v in metrics.items()}
+
+
+def cov_loss(unclipped: Tensor, clipped: Tensor, adv: Tensor, logp: Tensor, log_ratio: Tensor, mask: Tensor, *,
+             mode: str, ratio: float = COV_DEFAULTS["ratio"], lb: float = COV_DEFAULTS["lb"],
+             ub: float = COV_DEFAULTS["ub"], kl_coef: float = COV_DEFAULTS["kl_coef"],
+             generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """Clip-Cov and KL-Cov (Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning
+    Language Models", arXiv:2505.22617; verl ``compute_policy_loss_clip_cov`` / ``_kl_cov``).
+
+    Entropy changes with the covariance of log π and A, so both act on the tokens of largest
+    Cov_t = (A_t − mean A)·(log π_t − mean log π), means over the valid tokens of this (micro-)batch:
+
+    * ``clip_cov``: among tokens whose PPO clip did not act and lb < Cov_t < ub, a random
+      max(⌊ratio·N_valid⌋, 1) get no gradient (loss 0); the rest keep the clipped loss max(−Aρ, −A·clip(ρ)).
+    * ``kl_cov``: no PPO clipping; the top max(⌊ratio·N_valid⌋, 1) tokens by Cov_t get
+      −Aρ + kl_coef·|log ρ|, the others −Aρ.
+
+    Defaults: verl's ``PolicyLossConfig`` (ratio 2e-4, lb 1, ub 5, kl_coef 0.1; the paper's runs use ratio
+    2e-4 for Clip-Cov and 2e-3 / 2e-4 for KL-Cov on 7B / 32B). The selection is verl's, token for token
+    (``tests/test_cov_loss.py`` compares the loss with verl's functions); ``generator`` seeds Clip-Cov's draw.
+
+    Args: ``[N, T]`` each: ``unclipped`` −Aρ, ``clipped`` −A·clip(ρ), ``adv`` A, ``logp`` log π_θ, ``log_ratio``
+    log ρ, ``mask``. Returns the ``[N, T]`` loss matrix and the fraction of valid tokens selected.
+    """
+    if mode not in COV_MODES:
+        raise ValueError(f"cov.mode: unknown {mode!r}; valid: {', '.join(COV_MODES)}")
+    if not 0 < ratio <= 1:
+        raise ValueError(f"cov.ratio: must be in (0, 1] (verl: 2e-4), got {ratio}")
+    valid = mask > 0  # [N, T]
+    n_valid = int(valid.sum())
+    if n_valid == 0:
+        return (torch.maximum(unclipped, clipped) if mode == "clip_cov" else unclipped), logp.new_zeros(())
+    count = max(int(ratio * n_valid), 1)
+    with torch.no_grad():
+        centred_adv = adv - adv[valid].mean()
+        cov = centred_adv * (logp - logp[valid].mean())  # [N, T] Cov_t
+        chosen = torch.zeros_like(valid)
+        if mode == "clip_cov":
+            eligible = valid & ~(clipped > unclipped) & (cov > lb) & (cov < ub)
+            idx = torch.nonzero(eligible)  # [E, 2]
+            if len(idx):
+                idx = idx[torch.randperm(len(idx), generator=generator)[:count]]
+                chosen[idx[:, 0], idx[:, 1]] = True
+        else:
+            top = torch.topk(cov[valid], min(count, n_valid)).indices  # over the valid tokens, row-major
+            flat = torch.nonzero(valid.reshape(-1), as_tuple=True)[0][top]
+            chosen.view(-1)[flat] = True
+    if mode == "clip_cov":
+        loss_mat = torch.maximum(unclipped, clipped) * (~chosen).to(unclipped.dtype)
+    else:
+        loss_mat = torch.where(chosen, unclipped + kl_coef * log_ratio.abs(), unclipped)
+    return loss_mat, chosen[valid].to(logp.dtype).mean()
 
 
 def _row_mean(x: Tensor, mask: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ from grae.advantage import (  # noqa: F401
     dgpo,
     grpo,
     ngrpo,
+    outcome_explore,
     passk,
     pkpo,
     reinforce,

@@ -97,6 +97,22 @@ class Task(ABC):
         """:meth:`score` of each pair; tasks with a slow verifier override it to verify in parallel."""
         return [self.score(c, e) for c, e in zip(completions, examples)]
 
+    def parse_answer(self, completion: Any) -> str | None:
+        """The canonical final answer of ``completion`` as this task's verifier parses it (``None`` when it
+        has none): the estimator context's ``answer_id`` (outcome exploration). Extraction by
+        :attr:`answer_format` (``boxed``: :func:`grae.rewards.extract_math_answer`; ``answer_tag``: the last
+        ``<answer>``; ``plain``: the first line), then :func:`grae.rewards.verify.canonical_answer`."""
+        from grae.rewards.extract import completion_text, extract_answer_tag, extract_math_answer
+        from grae.rewards.verify import canonical_answer
+
+        text = completion_text(completion)
+        if self.answer_format == "answer_tag":
+            return canonical_answer(extract_answer_tag(text))
+        if self.answer_format == "plain":
+            lines = text.strip().splitlines() if isinstance(text, str) else []
+            return canonical_answer(lines[0] if lines else None)
+        return canonical_answer(extract_math_answer(text))
+
     def reward_fn(self, name: str | None = None) -> TaskReward:
         """TRL reward function scoring with :meth:`score` (see :func:`grae.rewards.make_reward_fn`)."""
         from grae.rewards.adapters import TaskReward

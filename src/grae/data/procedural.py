@@ -277,6 +277,13 @@ class ReasoningGymTask(Task):
         rule = ANSWER_SETS.get(self.generator)
         return rule(self.generator_kwargs) if rule is not None else None
 
+    def parse_answer(self, completion: Any) -> str | None:
+        """The answer :meth:`score` extracts (``<answer>``, ``\\boxed``, then :attr:`plain_answer`), canonical
+        (:func:`grae.rewards.verify.canonical_answer`); None when there is none."""
+        from grae.rewards.verify import canonical_answer
+
+        return canonical_answer(extract_procedural_answer(completion_text(completion), fallback=self.plain_answer))
+
     def score(self, completion: Any, example: Mapping[str, Any]) -> float:
         """Extract (``<answer>``, ``\\boxed``, then :attr:`plain_answer` fallback) and score with the
         generator's own ``score_answer``, binarised (``== 1.0``)."""

@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import inspect
 import json
 import logging
@@ -141,11 +142,47 @@ def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | 
     return params
 
 
-#: Estimator context GraeTrainer supplies (grae.advantage.CONTEXT_FIELDS). The sequence log-probs
-#: come from the rollout policy: vLLM's sampling log-probs, else TRL's old_per_token_logps when TRL
-#: computes them, else one no-grad forward pass of the generating model (only for estimators that
-#: require them). No answer ids (reward functions return numbers, not parsed answers) and no prompt key.
-TRL_CONTEXT = frozenset({"logprob_sum", "logprob_mean"})
+#: Estimator context GraeTrainer always supplies (grae.advantage.CONTEXT_FIELDS). The sequence
+#: log-probs come from the rollout policy: vLLM's sampling log-probs, else TRL's old_per_token_logps
+#: when TRL computes them, else one no-grad forward pass of the generating model (only for estimators
+#: that require them). ``prompt_key`` is :func:`stable_key` of the prompt text. ``answer_id`` needs a
+#: parser of final answers (``answer_fn``, or the ``parse_answer`` of a grae task's reward function):
+#: see :data:`ANSWER_CONTEXT`.
+TRL_CONTEXT = frozenset({"logprob_sum", "logprob_mean", "prompt_key"})
+#: supplied besides TRL_CONTEXT when GraeTrainer has an answer parser
+ANSWER_CONTEXT = frozenset({"answer_id"})
+_LOGPROB_FIELDS = frozenset({"logprob_sum", "logprob_mean"})
+
+
+def stable_key(value: Any) -> int:
+    """A 63-bit integer key of ``value`` (a prompt, a parsed answer) that is the same in every process and
+    every run: SHA-1 of its text (JSON with sorted keys for a conversational prompt), not Python's salted
+    ``hash``."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha1(text.encode("utf-8")).digest()[:8], "big") >> 1
+
+
+def answer_ids(completions: list[Any], answer_fn: Any) -> list[int]:
+    """``answer_fn``'s canonical parsed answer of each completion as :func:`stable_key`, −1 when it is None."""
+    from grae.rewards import completion_text
+
+    ids = []
+    for completion in completions:
+        answer = answer_fn(completion_text(completion))
+        ids.append(-1 if answer is None else stable_key(str(answer)))
+    return ids
+
+
+def find_answer_fn(reward_funcs: Any) -> Any:
+    """The ``parse_answer`` of the first grae task behind ``reward_funcs`` (a :class:`~grae.rewards.TaskReward`,
+    possibly wrapped by ``safe_reward``), else None."""
+    funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    for func in funcs:
+        func = getattr(func, "fn", func)  # SafeReward wraps the function as .fn
+        task = getattr(func, "task", None)
+        if task is not None and callable(getattr(task, "parse_answer", None)):
+            return task.parse_answer
+    return None
 
 
 def resolve_estimator(estimator: str | EstimatorLike, params: dict[str, Any] | None) -> EstimatorLike:
@@ -176,6 +213,11 @@ class GraeTrainer(GRPOTrainer):
             excludes it), failures are counted and logged, and a function that fails on every sample
             of a batch stops the run with :class:`grae.rewards.RewardFunctionError` naming it.
         reward_fallback, reward_timeout: see ``contain_reward_faults``.
+        answer_fn: completion text → the verifier's canonical parsed answer (None: unparsable), for estimators
+            that need ``answer_id`` (``outcome_explore``); default: the ``parse_answer`` of a grae task's reward.
+        cov_loss: Clip-Cov / KL-Cov (Cui et al. 2025, :func:`grae.loss.cov_loss`): ``{"mode": "clip_cov" |
+            "kl_cov", "ratio": 2e-4, "lb": 1.0, "ub": 5.0, "kl_coef": 0.1}``; implies grae's loss (token-mean
+            unless ``loss_agg_mode`` says otherwise). Logs ``grae/cov_frac``.
         sampling: :class:`grae.sampling.SamplingConfig` (or a dict of its fields): DAPO dynamic
             sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
             Default: TRL's own sampler, unchanged.
@@ -192,10 +234,21 @@ class GraeTrainer(GRPOTrainer):
         reward_fallback: float | None = None,
         reward_timeout: float | None = None,
         sampling: SamplingConfig | dict[str, Any] | None = None,
+        answer_fn: Any = None,
+        cov_loss: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
-        check_context_supported(self.estimator, TRL_CONTEXT, "GraeTrainer (TRL)")
+        reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
+        #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
+        self.answer_fn = answer_fn if answer_fn is not None else find_answer_fn(reward_funcs)
+        if answer_fn is not None and not callable(answer_fn):
+            raise TypeError(f"answer_fn: expected a callable (completion text -> parsed answer or None), got {answer_fn!r}")
+        supplied = TRL_CONTEXT | (ANSWER_CONTEXT if self.answer_fn is not None else frozenset())
+        engine = "GraeTrainer (TRL)" if self.answer_fn is not None else \
+            "GraeTrainer (TRL) without answer_fn (pass answer_fn= or a grae task's reward_fn)"
+        check_context_supported(self.estimator, supplied, engine)
+        self._local_keys: dict[str, torch.Tensor] = {}
         self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
         if contain_reward_faults:
             args, kwargs = _wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
@@ -203,7 +256,8 @@ class GraeTrainer(GRPOTrainer):
             raise ValueError(f"loss_agg_mode: unknown {loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
         if dual_clip is not None and dual_clip <= 1:
             raise ValueError(f"dual_clip: must be > 1 (verl default 3.0), got {dual_clip}")
-        self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None else None)
+        self.grae_cov_loss = _cov_loss_config(cov_loss)
+        self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None or cov_loss else None)
         self.grae_dual_clip = dual_clip
         super().__init__(*args, **kwargs)
         self._check_compatible()
@@ -304,6 +358,9 @@ class GraeTrainer(GRPOTrainer):
             "top_entropy_quantile": self.top_entropy_quantile < 1.0,
             "off_policy_mask_threshold": self.off_policy_mask_threshold is not None,
             "use_adaptive_entropy": self.use_adaptive_entropy,
+            "cov_loss with dual_clip": self.grae_cov_loss is not None and self.grae_dual_clip is not None,
+            "cov_loss with importance_sampling_level='sequence'":
+                self.grae_cov_loss is not None and self.importance_sampling_level != "token",
         }
         bad = [name for name, on in unsupported.items() if on]
         if bad:
@@ -319,6 +376,11 @@ class GraeTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards_per_func = rewards_per_func  # [N_global, F], gathered across processes
+        requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
+        if "prompt_key" in requires:  # this rank's rows; gathered in _estimator_context
+            self._local_keys["prompt_key"] = torch.tensor([stable_key(p) for p in prompts], dtype=torch.long)
+        if "answer_id" in requires:
+            self._local_keys["answer_id"] = torch.tensor(answer_ids(completions, self.answer_fn), dtype=torch.long)
         self._stop_on_total_reward_failure()
         return rewards_per_func
 
@@ -373,8 +435,19 @@ class GraeTrainer(GRPOTrainer):
 
     def _estimator_context(self, out: dict) -> dict[str, torch.Tensor] | None:
         """The gathered ``[N_global]`` context the estimator requires (see :data:`TRL_CONTEXT`), or None."""
-        if not getattr(self.estimator, "requires", None):
+        requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
+        if not requires:
             return None
+        context: dict[str, torch.Tensor] = {}
+        for key in sorted(requires & {"prompt_key", "answer_id"}):  # config-determined: every rank gathers
+            local = self._local_keys.pop(key).to(self.accelerator.device)  # [B]
+            context[key] = self.accelerator.gather(local).cpu()  # [N_global]
+        if requires & _LOGPROB_FIELDS:
+            context.update(self._logprob_context(out))
+        return context
+
+    def _logprob_context(self, out: dict) -> dict[str, torch.Tensor]:
+        """``logprob_sum`` / ``logprob_mean`` ``[N_global]`` under the rollout policy (see :data:`TRL_CONTEXT`)."""
         logps = out.get("sampling_per_token_logps")  # [B, T] vLLM's, exactly the rollout policy's
         if logps is None:
             logps = out.get("old_per_token_logps")  # [B, T] TRL computed them for importance sampling
@@ -606,8 +679,11 @@ class GraeTrainer(GRPOTrainer):
             dual_clip=self.grae_dual_clip,
             ratio_level=self.importance_sampling_level,
             agg=self.grae_loss_agg_mode,
+            cov=self.grae_cov_loss,
             **normaliser,
         )
+        if self.grae_cov_loss is not None:
+            self._metrics[mode]["grae/cov_frac"].append(self.accelerator.gather(metrics["cov_frac"]).mean().item())
         if self.beta != 0.0:  # k3 as TRL (unclamped), under the policy term's normaliser
             per_token_kl = kl_penalty(per_token_logps, inputs["ref_per_token_logps"], "k3", clamp=None)  # [B, T]
             if self.args.use_bias_correction_kl:  # TRL's default: × the (differentiable) importance ratio,
@@ -763,6 +839,25 @@ def _cpu_map_location():
         yield
     finally:
         torch.load = original
+
+
+def _cov_loss_config(cov: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``cov_loss`` checked: ``{"mode": "clip_cov" | "kl_cov", "ratio", "lb", "ub", "kl_coef"}`` (grae.loss.cov_loss)."""
+    from grae.loss import COV_DEFAULTS, COV_MODES
+
+    if cov is None:
+        return None
+    if not isinstance(cov, dict) or cov.get("mode") not in COV_MODES:
+        raise ValueError(f"cov_loss: expected {{mode: {' | '.join(COV_MODES)}, ratio, lb, ub, kl_coef}}, got {cov!r}")
+    unknown = sorted(set(cov) - {"mode", *COV_DEFAULTS})
+    if unknown:
+        raise ValueError(f"cov_loss: unknown key(s) {', '.join(unknown)}; keys: mode, {', '.join(COV_DEFAULTS)}")
+    for key, value in cov.items():
+        if key != "mode" and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
+            raise ValueError(f"cov_loss.{key}: expected a finite number, got {value!r}")
+    if not 0 < cov.get("ratio", COV_DEFAULTS["ratio"]) <= 1:
+        raise ValueError(f"cov_loss.ratio: must be in (0, 1] (verl: 2e-4), got {cov['ratio']}")
+    return dict(cov)
 
 
 def _wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple[tuple, dict]:

@@ -121,6 +121,21 @@ def parse_number(s: str) -> Fraction | None:
     return None
 
 
+def canonical_answer(answer: str | None) -> str | None:
+    """A canonical form of a parsed final answer, so that answers the fast path calls equal compare equal
+    as strings: :func:`clean_answer`, :func:`normalize_latex`, and a plain number as its exact value
+    (``"0.50"``, ``"1/2"``, ``"\\frac{1}{2}"`` → ``"1/2"``). ``None`` (unparsable) and an empty answer give None."""
+    if answer is None:
+        return None
+    from grae.rewards.extract import clean_answer
+
+    s = normalize_latex(clean_answer(str(answer)))
+    if not s:
+        return None
+    value = parse_number(s)
+    return s if value is None else str(value)
+
+
 def fast_compare(pred: str, gold: str) -> bool | None:
     """``True``/``False`` when decidable without sympy, ``None`` to defer to math_verify."""
     a, b = normalize_latex(pred), normalize_latex(gold)

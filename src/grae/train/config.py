@@ -96,6 +96,9 @@ class TrainConfig:
     loss_agg_mode: str | None = None
     #: dual-clip constant c > 1 (None: off)
     dual_clip: float | None = None
+    #: Clip-Cov / KL-Cov entropy control (Cui et al. 2025; grae.loss.cov_loss): {mode: clip_cov|kl_cov, ratio: 2e-4,
+    #: lb: 1.0, ub: 5.0, kl_coef: 0.1}; implies grae's loss (token-mean unless loss_agg_mode); None: off
+    cov_loss: dict | None = None
     #: random seed (also TRL's ``seed``), in [0, 2**32)
     seed: int = 0
     #: training steps (also TRL's ``max_steps``)
@@ -298,10 +301,28 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"loss_agg_mode: unknown {cfg.loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
     if cfg.dual_clip is not None and cfg.dual_clip <= 1:
         raise ConfigError(f"dual_clip: must be > 1 (verl default 3.0), got {cfg.dual_clip}")
+    if cfg.cov_loss is not None:
+        from grae.engines.trl import _cov_loss_config
+
+        try:
+            _cov_loss_config(cfg.cov_loss)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     try:
         cfg.sampling.check()
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    funcs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
+    if "answer_id" in getattr(estimator, "requires", ()) and "task" not in funcs:
+        raise ConfigError(f"estimator: {cfg.estimator!r} needs each completion's parsed answer (context answer_id), which "
+                          "grae train takes from the task's verifier; add 'task' to reward_funcs")
+    if cfg.trl.get("sync_ref_model"):  # TRL refuses these only after the model is loaded
+        if not cfg.trl.get("beta"):
+            raise ConfigError("trl.sync_ref_model: there is no reference model to reset with trl.beta = 0 (TRL's default); "
+                              "set trl.beta > 0 (the KL coefficient), or drop sync_ref_model")
+        if cfg.peft is not None:
+            raise ConfigError("trl.sync_ref_model: TRL cannot reset the reference model of a LoRA (peft) run; "
+                              "drop peft or sync_ref_model")
     if cfg.peft is not None:
         lora_config(cfg.peft)
     for name in ("max_steps", "save_steps"):

@@ -171,6 +171,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator=estimator,
         loss_agg_mode=cfg.loss_agg_mode,
         dual_clip=cfg.dual_clip,
+        cov_loss=cfg.cov_loss,
         sampling=cfg.sampling,
         peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
     )
