@@ -137,9 +137,6 @@ def test_grae_train_tiny_vlm_two_steps(tmp_path):
     AutoModelForImageTextToText.from_pretrained(out / "final")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24 §2 open: the shipped tiny-vlm answers count_shapes without looking "
-                   "(greedy emits the '~' guess on every scene); strict, so a rebuilt model that looks makes it XPASS "
-                   "and this marker must go")
 def test_the_tiny_vlm_must_look_at_the_image_on_its_default_task(vlm):
     """Issue 24 §2: on the default visual task the base beats the text-only majority baseline with the right
     image, and with the image blanked its greedy accuracy loses at least half of that gain (200 held-out
