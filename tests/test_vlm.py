@@ -46,9 +46,31 @@ def test_count_shapes_answers_by_hand():
     assert task.score("3", example) == 0.0 and task.score("~1", example) == 0.0 and task.score(None, example) == 0.0
 
 
+def test_count_shapes_labels_are_balanced_so_the_question_alone_does_not_answer():
+    """Issue 24 §2: the answer is drawn first, uniformly, so the text-only majority baseline is near 1 in 6
+    (the old generator's "0"/"1" by colour answered 45.5% blind), and every scene's answer is its count."""
+    from collections import Counter
+
+    from grae.tiny.vlm import text_only_chance
+
+    task = get_task("count_shapes")
+    held = task.heldout()
+    assert text_only_chance(task.train(2000, seed=0), held) < 0.25
+    scenes = task._heldout_scenes()
+    for scene in scenes:
+        counted = [c for _, c, _ in scene["shapes"] if scene["colour"] in ("any", c)]
+        assert len(counted) == scene["answer"] and 1 <= len(scene["shapes"]) <= task.max_shapes
+    kinds = Counter(scene["colour"] == "any" for scene in scenes)
+    assert 0.4 < kinds[True] / len(scenes) < 0.6  # any_share = 0.5
+    colour_answers = Counter(scene["answer"] for scene in scenes if scene["colour"] != "any")
+    assert set(colour_answers) == set(range(6)) and max(colour_answers.values()) < 2 * min(colour_answers.values())
+
+
 def test_visual_task_settings_name_the_field():
     with pytest.raises(ValueError, match="max_shapes"):
         get_task("count_shapes", max_shapes=12)
+    with pytest.raises(ValueError, match="any_share"):
+        get_task("count_shapes", any_share=1.5)
     with pytest.raises(ValueError, match="prompt_style"):
         get_task("bar_value", prompt_style="plain")
     with pytest.raises(ValueError, match="held-out scenes"):
@@ -137,9 +159,6 @@ def test_grae_train_tiny_vlm_two_steps(tmp_path):
     AutoModelForImageTextToText.from_pretrained(out / "final")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24 §2 open: the shipped tiny-vlm answers count_shapes without looking "
-                   "(greedy emits the '~' guess on every scene); strict, so a rebuilt model that looks makes it XPASS "
-                   "and this marker must go")
 def test_the_tiny_vlm_must_look_at_the_image_on_its_default_task(vlm):
     """Issue 24 §2: on the default visual task the base beats the text-only majority baseline with the right
     image, and with the image blanked its greedy accuracy loses at least half of that gain (200 held-out

@@ -3,8 +3,10 @@
 In the spirit of the multimodal benchmarks of the A-GRAE paper (Geometry3K, chart and counting
 questions), small enough for the embedded tiny VLM (``grae tiny build --vlm``) to learn on a CPU:
 
-* ``count_shapes`` — "How many red shapes?" over 1–``max_shapes`` squares and discs of three colours
-  scattered on a white canvas; the answer is the number of shapes of the asked colour (0 allowed).
+* ``count_shapes`` — "How many red shapes?" (or, for a share ``any_share`` of the scenes, "How many
+  shapes?") over squares and discs of three colours scattered on a white canvas. The answer is uniform
+  over its range given the question (0–``max_shapes`` for a colour, 1–``max_shapes`` for all shapes), so
+  the question text alone answers no better than about 1 in 6: the image is needed (issue 24 §2).
 * ``bar_value`` — a bar chart of three coloured bars on a grid; "What is the value of the green bar?"
   answer 1–``max_value``.
 
@@ -140,19 +142,30 @@ class VisualTask(Task):
 
 @register_task("count_shapes")
 class CountShapes(VisualTask):
-    """Count the shapes of one colour.
+    """Count the shapes of one colour, or all of them.
+
+    Labels are balanced (issue 24 §2): a colour question first draws its answer ``a`` uniformly from
+    0 … ``max_shapes``, then ``b`` shapes of the other two colours (``a + b`` between 1 and ``max_shapes``);
+    "How many shapes?" draws its answer uniformly from 1 … ``max_shapes``. The question text alone then
+    predicts the answer no better than 1 / (``max_shapes`` + 1) or 1 / ``max_shapes`` (the text-only
+    majority baseline of :func:`grae.tiny.vlm.text_only_chance`); the old generator (a uniform number of
+    shapes, each of a uniform colour) let "0" or "1" by colour answer 45.5% of the scenes blind.
 
     Args:
         max_shapes: at most this many shapes (squares or discs, side ``image_size // 8``) per image.
+        any_share: the share of "How many shapes?" questions (colour-blind counting: the easier half the
+            tiny VLM learns to look from, docs/tiny.md).
     """
 
     name = "count_shapes"
 
-    def __init__(self, max_shapes: int = 5, **kwargs: Any):
+    def __init__(self, max_shapes: int = 5, any_share: float = 0.5, **kwargs: Any):
         super().__init__(**kwargs)
         if not 1 <= max_shapes <= 9:
             raise ValueError(f"max_shapes: between 1 and 9, got {max_shapes}")
-        self.max_shapes = max_shapes
+        if not 0.0 <= any_share <= 1.0:
+            raise ValueError(f"any_share: a share between 0 and 1, got {any_share}")
+        self.max_shapes, self.any_share = max_shapes, any_share
         self.cell = self.image_size // 4  # shapes sit in a 4 × 4 grid of cells, at most one per cell
 
     def answer_set(self) -> list[str]:
@@ -160,12 +173,21 @@ class CountShapes(VisualTask):
         return [str(v) for v in range(0, self.max_shapes + 1)]
 
     def scene(self, rng: random.Random) -> dict[str, Any]:
-        count = rng.randint(1, self.max_shapes)
-        cells = rng.sample(range(16), count)
-        shapes = sorted((cell, rng.choice(sorted(COLOURS)), rng.choice(("square", "disc"))) for cell in cells)
-        colour = rng.choice(sorted(COLOURS))
-        answer = sum(1 for _, c, _ in shapes if c == colour)
-        return {"shapes": shapes, "colour": colour, "question": f"How many {colour} shapes?", "answer": answer}
+        palette = sorted(COLOURS)
+        if rng.random() < self.any_share:
+            count = rng.randint(1, self.max_shapes)
+            colours = [rng.choice(palette) for _ in range(count)]
+            colour, question, answer = "any", "How many shapes?", count
+        else:
+            colour = rng.choice(palette)
+            answer = rng.randint(0, self.max_shapes)
+            others = [c for c in palette if c != colour]
+            colours = [colour] * answer + [rng.choice(others) for _ in range(rng.randint(max(0, 1 - answer),
+                                                                                         self.max_shapes - answer))]
+            question = f"How many {colour} shapes?"
+        cells = rng.sample(range(16), len(colours))
+        shapes = sorted((cell, c, rng.choice(("square", "disc"))) for cell, c in zip(cells, colours))
+        return {"shapes": shapes, "colour": colour, "question": question, "answer": answer}
 
     def render(self, scene: dict[str, Any]):
         from PIL import ImageDraw
