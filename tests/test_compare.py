@@ -107,6 +107,36 @@ def _per_problem_pass1(path) -> dict[str, float]:
     return {q: float(np.mean(v)) for q, v in labels.items()}
 
 
+def test_study_eval_key_validates_and_round_trips_exact_counts(tmp_path):
+    from grae.compare.frontier import counts_from_record, counts_record
+    from grae.compare.runner import frontier_command
+
+    study = {"base": "regime2", "methods": {"grpo": {"estimator": "grpo"}}, "seeds": [0], "baseline": "grpo",
+             "output_dir": str(tmp_path / "s"), "frontier": [0.25, 0.5], "eval": {"exact": True, "num_problems": 96}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    cfg = load_compare_config(path)
+    assert cfg.evaluated_fractions() == [0.25, 0.5, 1.0]  # with eval, the final model is evaluated too
+    command = frontier_command(cfg, tmp_path / "job.yaml")
+    assert command[-5:] == ["0.25", "0.5", "1.0", "--exact", "--num-problems=96"]
+    for bad, match in (({"exact": "yes"}, "eval: expected"), ({"k": 1}, "eval: expected"), ({}, "changes nothing")):
+        path.write_text(yaml.safe_dump({**study, "eval": bad}))
+        with pytest.raises(ConfigError, match=match):
+            load_compare_config(path)
+    path.write_text(yaml.safe_dump({**study, "frontier_eval": {"n": 4}}))
+    with pytest.raises(ConfigError, match="eval and frontier_eval: choose one"):
+        load_compare_config(path)
+    path.write_text(yaml.safe_dump({**study, "base": "default", "overrides": {"task": {"name": "gcd"}}}))
+    with pytest.raises(ConfigError, match="eval.exact: task 'gcd' declares no finite answer set"):
+        load_compare_config(path)
+    exact = ProblemCounts(["a", "b"], np.array([256, 256]), np.array([25.6, 0.0]), p=np.array([0.1, 0.0]),
+                          mass=np.array([0.9, 0.5]))
+    back = counts_from_record(json.loads(json.dumps(counts_record(exact))))
+    assert back.question_ids == ["a", "b"] and back.p.tolist() == [0.1, 0.0] and back.mass.tolist() == [0.9, 0.5]
+    sampled = counts_from_record(counts_record(ProblemCounts(["a"], np.array([4]), np.array([3]))))
+    assert sampled.p is None and sampled.c.tolist() == [3]
+
+
 def test_committed_studies_validate():
     from pathlib import Path
 

@@ -142,6 +142,36 @@ def test_compare_frontier_two_fractions_end_to_end(tmp_path):
     assert "early-stopping frontier" in report and "| nsr |" in report and (out / "frontier.png").stat().st_size > 0
     assert "Memorisation diagnostics" in report and "answer leakage" in report
 
+    # the same study with `eval: {exact: true}`: every model re-evaluated exactly, nothing retrained
+    trained = {p: p.stat().st_mtime for p in out.glob("jobs/*/seed0/eval/summary.json")}
+    cfg.pop("frontier_eval")
+    cfg["eval"] = {"exact": True, "num_problems": 3}
+    path.write_text(yaml.safe_dump(cfg))
+    done = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "0 of 2 jobs already finished; running 2" in done.stdout  # finished, but not yet evaluated exactly
+    assert {p: p.stat().st_mtime for p in out.glob("jobs/*/seed0/eval/summary.json")} == trained
+    for step in (2, 4):
+        rows = [json.loads(line) for line in
+                (out / "jobs" / "grpo" / "seed0" / "eval" / "frontier" / f"step-{step}.jsonl").read_text().splitlines()]
+        assert len(rows) == 3 and all(r["exact"] and 0 <= r["p"] <= r["mass"] <= 1 + 1e-9 for r in rows)
+        curve = json.loads((out / "jobs" / "grpo" / "seed0" / "eval" / "frontier" / f"step-{step}.curve.json").read_text())
+        assert curve["settings"] == {"num_problems": 3, "n": 4, "exact": True}
+        assert [p for p, _ in curve["exact"].values()] == pytest.approx([r["p"] for r in rows])
+    summary = json.loads((out / "summary.json").read_text())
+    final_p1 = sum(r["p"] for r in rows) / 3  # grpo seed 0 at 100 %: the report's grpo pass@1
+    assert summary["methods"]["grpo"]["1"]["mean"] == pytest.approx(final_p1)
+    base_rows = [json.loads(line) for line in (out / "base" / "frontier.jsonl").read_text().splitlines()]
+    assert all(r["exact"] for r in base_rows)
+    assert summary["base"]["1"]["mean"] == pytest.approx(sum(r["p"] for r in base_rows) / 3)
+    report = (out / "report.md").read_text()
+    assert "exact pass@k by answer enumeration" in report and "early-stopping frontier" in report
+    assert "| reference: format-only oracle (exact) |" in report and "near-miss guesser (w = 20)" in report
+    again = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path)], capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0 and "2 of 2 jobs already finished; running 0" in again.stdout
+
 
 def test_ladder_build_is_deterministic_and_the_shipped_base_has_no_guess_mode(tmp_path):
     from safetensors.torch import load_file

@@ -31,10 +31,13 @@ def register(app: typer.Typer) -> None:
             error(console, "config error", err)
             raise typer.Exit(2) from None
         if report_only:
-            missing = [job for job in cfg.jobs() if not job.done]
+            from grae.compare.runner import frontier_done
+
+            missing = [job for job in cfg.jobs() if not job.done or (cfg.eval and not frontier_done(cfg, job))]
             if missing:
                 error(console, "error:", f"--report-only: {len(missing)} of {len(cfg.jobs())} jobs have not finished "
-                      f"(first: {missing[0].output_dir}); run without --report-only to train them")
+                      f"{'or lack the study eval settings rows ' if cfg.eval else ''}"
+                      f"(first: {missing[0].output_dir}); run without --report-only to train or evaluate them")
                 raise typer.Exit(2)
         started, t0 = time.time(), time.perf_counter()
         if not report_only:

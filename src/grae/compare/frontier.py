@@ -12,8 +12,13 @@ the model at those steps under ``snapshots/step-N``, :class:`grae.train.callback
 rotating checkpoints would delete them). After a job trains, :func:`evaluate_frontier` evaluates each
 snapshot (and ``final/`` for 100 %) on the job's held-out problems into ``eval/frontier/step-N.jsonl``
 — rows of the same format as ``eval/after.jsonl``, so ``grae passk`` reads them. ``frontier_eval:``
-(``{num_problems, n}``) makes these evaluations cheaper than the job's own. The base model is the
-path's 0 % point (``<output_dir>/base/frontier.jsonl``, or the shared base evaluation).
+(``{num_problems, n, exact}``) makes these evaluations cheaper than the job's own, or exact (answer
+enumeration, :func:`grae.eval.runner.evaluate_exact`; ``n`` is then the largest k). The study key
+``eval:`` (:class:`grae.compare.grid.CompareConfig`) evaluates 100 % the same way and makes the whole
+report read these rows. Each step's ``step-N.curve.json`` records the settings it was evaluated with
+(a step evaluated with other settings is evaluated again) and its per-problem counts (for exact
+rows, ``p`` and ``mass``). The base model is the path's 0 % point (``<output_dir>/base/frontier.jsonl``,
+or the shared base evaluation).
 ``python -m grae.compare.frontier JOB_YAML FRACTION…`` runs :func:`evaluate_frontier` for one job
 (the compare runner does, in the job's own process slot).
 """
@@ -36,7 +41,8 @@ if TYPE_CHECKING:
 #: default training fractions of a frontier (0 % is the base model)
 DEFAULT_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 FRONTIER_DIR = "frontier"
-EVAL_KEYS = ("num_problems", "n")
+#: held-out settings a study may give its own evaluations (frontier_eval / eval)
+EVAL_KEYS = ("num_problems", "n", "exact")
 
 
 def check_fractions(fractions: Any, where: str = "frontier") -> list[float]:
@@ -58,13 +64,60 @@ def keep_steps(max_steps: int, fractions: Sequence[float]) -> list[int]:
     return sorted({s for s in frontier_steps(max_steps, fractions).values() if s < max_steps})
 
 
-def frontier_eval_config(cfg: TrainConfig, frontier_eval: dict[str, int] | None) -> TrainConfig:
-    """``cfg`` with ``frontier_eval``'s held-out settings (num_problems, n) in place of its own."""
+def frontier_eval_config(cfg: TrainConfig, frontier_eval: dict[str, Any] | None) -> TrainConfig:
+    """``cfg`` with ``frontier_eval``'s held-out settings (num_problems, n) in place of its own (``exact``
+    is not a train setting: see :func:`is_exact`)."""
     import dataclasses
 
-    if not frontier_eval:
+    sizes = {k: v for k, v in (frontier_eval or {}).items() if k != "exact"}
+    if not sizes:
         return cfg
-    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, **frontier_eval))
+    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, **sizes))
+
+
+def is_exact(frontier_eval: dict[str, Any] | None) -> bool:
+    """Whether the study's own evaluations are exact (answer enumeration) rather than sampled."""
+    return bool((frontier_eval or {}).get("exact"))
+
+
+def step_settings(cfg: TrainConfig, frontier_eval: dict[str, Any] | None) -> dict[str, Any]:
+    """What a frontier step's evaluation is done with (recorded in ``step-N.curve.json``)."""
+    e = frontier_eval_config(cfg, frontier_eval).eval
+    return {"num_problems": e.num_problems, "n": e.n, "exact": is_exact(frontier_eval)}
+
+
+def step_done(rows: Path, settings: dict[str, Any]) -> bool:
+    """``rows``' step is evaluated with ``settings`` (its curve file exists and records them; a curve
+    file from before settings were recorded holds sampled rows)."""
+    import json
+
+    path = curve_path(rows)
+    if not path.exists():
+        return False
+    recorded = json.loads(path.read_text()).get("settings")
+    return recorded == settings if recorded is not None else not settings.get("exact")
+
+
+def counts_record(counts) -> dict[str, Any]:
+    """The per-problem counts of a curve file: ``{"counts": {q: [n, c]}}`` and, for exact counts,
+    ``"exact": {q: [p, mass]}`` (c = p·n is not an integer)."""
+    record: dict[str, Any] = {"counts": {q: [int(n), int(round(float(c)))] for q, n, c in
+                                         zip(counts.question_ids, counts.n, counts.c)}}
+    if counts.p is not None:
+        record["exact"] = {q: [float(p), float(m)] for q, p, m in zip(counts.question_ids, counts.p, counts.mass)}
+    return record
+
+
+def counts_from_record(record: dict[str, Any]):
+    """:class:`grae.eval.stats.ProblemCounts` of a curve file (:func:`counts_record`)."""
+    from grae.eval.stats import ProblemCounts
+
+    counts = record["counts"]
+    nc = np.array(list(counts.values()), dtype=int).reshape(-1, 2)
+    if "exact" in record:
+        pm = np.array([record["exact"][q] for q in counts], dtype=float).reshape(-1, 2)
+        return ProblemCounts(list(counts), nc[:, 0], pm[:, 0] * nc[:, 0], p=pm[:, 0], mass=pm[:, 1])
+    return ProblemCounts(list(counts), nc[:, 0], nc[:, 1])
 
 
 def rows_path(job_dir: Path, step: int) -> Path:
@@ -76,9 +129,10 @@ def curve_path(rows: Path) -> Path:
     return rows.with_name(rows.stem + ".curve.json")
 
 
-def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval: dict[str, int] | None = None,
+def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval: dict[str, Any] | None = None,
                       log=print) -> dict[int, Path]:
-    """Evaluate one finished job at each frontier step (resumable); returns ``{step: rows path}``."""
+    """Evaluate one finished job at each frontier step (resumable: a step already evaluated with these
+    settings is kept); returns ``{step: rows path}``."""
     import torch
     import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -94,6 +148,8 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
     job_dir = Path(job_yaml).parent
     cfg = from_dict(_TrainConfig, yaml.safe_load(Path(job_yaml).read_text()), "")
     validate(cfg)
+    settings = step_settings(cfg, frontier_eval)
+    exact = is_exact(frontier_eval)
     cfg = frontier_eval_config(cfg, frontier_eval)
     task = get_task(cfg.task.name, **cfg.task.params)
     heldout = task.heldout(cfg.eval.num_problems)
@@ -107,18 +163,22 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
         after = job_dir / "eval" / "after.jsonl"
         if step == cfg.max_steps and not frontier_eval and (job_dir / "eval" / "summary.json").exists():
             counts = count_problems(read_rows(after))  # 100 % with the job's own settings: its after rows
-            atomic_write_json(curve_path(path), {"step": step, "rows": str(after), "counts": {
-                q: [int(n), int(c)] for q, n, c in zip(counts.question_ids, counts.n, counts.c)}})
+            atomic_write_json(curve_path(path), {"step": step, "rows": str(after), "settings": settings,
+                                                 **counts_record(counts)})
             out[step] = after
+            continue
+        if step_done(path, settings):
+            log(f"frontier: step {step} already evaluated with {settings}")
+            out[step] = path
             continue
         model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(weights)
         curve = evaluate_heldout(cfg, model, tokenizer, heldout, task, path,
-                                 lambda line, s=step: log(f"step {s} {line}"), identity=f"{cfg.output_dir}@step-{step}")
+                                 lambda line, s=step: log(f"step {s} {line}"), identity=f"{cfg.output_dir}@step-{step}",
+                                 exact=exact)
         counts = count_problems(read_rows(path))
-        atomic_write_json(curve_path(path), {"step": step, "passk": {str(k): v for k, v in curve.items()},
-                                             "counts": {q: [int(n), int(c)] for q, n, c in
-                                                        zip(counts.question_ids, counts.n, counts.c)}})
+        atomic_write_json(curve_path(path), {"step": step, "settings": settings,
+                                             "passk": {str(k): v for k, v in curve.items()}, **counts_record(counts)})
         out[step] = path
     return out
 
@@ -129,17 +189,14 @@ def collect_frontier(jobs, fractions: Sequence[float], max_steps: int) -> dict[s
     behind)."""
     import json
 
-    from grae.eval.stats import ProblemCounts
-
     steps = frontier_steps(max_steps, fractions)
     data: dict[str, dict[float, dict[int, Any]]] = {}
     for job in jobs:
         for f, step in steps.items():
             path = curve_path(rows_path(job.output_dir, step))
             if path.exists():
-                counts = json.loads(path.read_text())["counts"]
-                nc = np.array(list(counts.values()), dtype=int).reshape(-1, 2)
-                data.setdefault(job.method, {}).setdefault(f, {})[job.seed] = ProblemCounts(list(counts), nc[:, 0], nc[:, 1])
+                counts = counts_from_record(json.loads(path.read_text()))
+                data.setdefault(job.method, {}).setdefault(f, {})[job.seed] = counts
     return data
 
 
@@ -252,7 +309,7 @@ def plot_frontier(points: dict[str, dict[float, dict[int, Interval]]], baseline:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m grae.compare.frontier JOB_YAML FRACTION… [--num-problems N] [--n N]``."""
+    """``python -m grae.compare.frontier JOB_YAML FRACTION… [--num-problems N] [--n N] [--exact]``."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m grae.compare.frontier")
@@ -260,8 +317,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("fractions", type=float, nargs="+")
     p.add_argument("--num-problems", type=int, default=None)
     p.add_argument("--n", type=int, default=None)
+    p.add_argument("--exact", action="store_true", help="exact pass@k by answer enumeration (n = largest k)")
     a = p.parse_args(argv)
-    settings = {k: v for k, v in (("num_problems", a.num_problems), ("n", a.n)) if v is not None}
+    settings: dict[str, Any] = {k: v for k, v in (("num_problems", a.num_problems), ("n", a.n)) if v is not None}
+    if a.exact:
+        settings["exact"] = True
     evaluate_frontier(a.job_yaml, check_fractions(a.fractions), settings or None)
 
 

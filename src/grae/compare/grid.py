@@ -15,6 +15,16 @@ Example (``studies/*.yaml``)::
     bootstrap: 2000
     frontier: [0.1, 0.25, 0.5, 0.75, 1.0]   # default; checkpoint fractions evaluated ([] = off)
     frontier_eval: {num_problems: 200, n: 64}  # optional: cheaper held-out settings for those evaluations
+    eval: {exact: true}               # optional: compare evaluates every model itself (below)
+
+``eval:`` (``{exact, num_problems, n}``, instead of ``frontier_eval``): compare evaluates every model of
+the study itself with these held-out settings — the base model (``<output_dir>/base/frontier.jsonl``),
+every frontier checkpoint and every job's final model (``eval/frontier/step-N.jsonl``) — and the
+report's tables, intervals and frontier read these rows instead of the jobs' own ``eval/after.jsonl``.
+``exact: true`` is the evaluation of ``grae eval --exact`` (answer enumeration, tasks with a finite
+answer set; ``n`` is then the largest k, default the jobs' own ``eval.n``); the report then prints the
+reference policies (format-only oracle, near-miss guesser) beside the methods. Finished jobs are not
+retrained: adding ``eval:`` to a study re-evaluates its checkpoints.
 
 A sweep expands a method into one method per value, named ``agrae[alpha=0.25]``. Every job's
 config is validated (``grae.train.config``) before anything runs.
@@ -34,10 +44,10 @@ from typing import Any
 import yaml
 
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
-from grae.train.config import ConfigError, TrainConfig, load_config, to_dict
+from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 
 KEYS = {"base", "overrides", "methods", "seeds", "baseline", "output_dir", "jobs_dir", "parallel", "bootstrap", "title",
-        "notes", "frontier", "frontier_eval"}
+        "notes", "frontier", "frontier_eval", "eval"}
 
 
 @dataclass
@@ -69,7 +79,18 @@ class CompareConfig:
     #: training fractions at which every job is evaluated (grae.compare.frontier); [] = no frontier
     frontier: list[float] = field(default_factory=lambda: list(DEFAULT_FRACTIONS))
     #: held-out settings of the frontier evaluations ({num_problems, n}); None = each job's own eval settings
-    frontier_eval: dict[str, int] | None = None
+    frontier_eval: dict[str, Any] | None = None
+    #: compare's own held-out evaluation of every model ({exact, num_problems, n}; module docstring); None = the jobs' own
+    eval: dict[str, Any] | None = None
+
+    def evaluation(self) -> dict[str, Any] | None:
+        """The held-out settings of compare's own evaluations (frontier checkpoints, and with ``eval`` the
+        final models and the base); None = each job's own eval settings."""
+        return self.eval or self.frontier_eval
+
+    def evaluated_fractions(self) -> list[float]:
+        """The training fractions compare evaluates each job at: the frontier's, plus 100 % with ``eval``."""
+        return sorted(set(self.frontier) | {1.0}) if self.eval else list(self.frontier)
 
     def jobs(self) -> list[Job]:
         pool = self.jobs_dir or self.output_dir / "jobs"
@@ -145,7 +166,14 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                         title=raw.get("title", ""), notes=raw.get("notes", ""), source=str(path),
                         jobs_dir=Path(raw["jobs_dir"]) if raw.get("jobs_dir") else None,
                         frontier=_frontier(raw.get("frontier", list(DEFAULT_FRACTIONS))),
-                        frontier_eval=_frontier_eval(raw.get("frontier_eval")))
+                        frontier_eval=_frontier_eval(raw.get("frontier_eval"), "frontier_eval"),
+                        eval=_frontier_eval(raw.get("eval"), "eval"))
+    if cfg.eval and cfg.frontier_eval:
+        raise ConfigError("eval and frontier_eval: choose one (eval's settings apply to the frontier's checkpoints too)")
+    if cfg.eval is not None and not cfg.eval:
+        raise ConfigError("eval: {} changes nothing; give {exact: true} and/or {num_problems: N, n: N}, or remove it")
+    if cfg.eval and cfg.eval.get("exact"):
+        _check_enumerable(cfg)
     for job in cfg.jobs():
         try:
             config = cfg.train_config(job)
@@ -162,13 +190,28 @@ def _frontier(value) -> list[float]:
         raise ConfigError(str(err)) from None
 
 
-def _frontier_eval(value) -> dict[str, int] | None:
+def _frontier_eval(value, key: str) -> dict[str, Any] | None:
+    """``frontier_eval``/``eval``: ``{num_problems: N, n: N, exact: bool}`` (every key optional)."""
     if value is None:
         return None
-    if not isinstance(value, dict) or set(value) - set(EVAL_KEYS) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value.values()):
-        raise ConfigError(f"frontier_eval: expected {{num_problems: N, n: N}} (positive integers), got {value!r}")
+    sizes = {k: v for k, v in value.items() if k != "exact"} if isinstance(value, dict) else None
+    if sizes is None or set(value) - set(EVAL_KEYS) or not isinstance(value.get("exact", False), bool) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes.values()):
+        raise ConfigError(f"{key}: expected {{num_problems: N, n: N, exact: true|false}} (positive integers, every key "
+                          f"optional), got {value!r}")
     return dict(value)
+
+
+def _check_enumerable(cfg: CompareConfig) -> None:
+    """``eval.exact`` needs a task with a finite answer set (grae.eval.exact); one line naming the field otherwise."""
+    from grae.data import get_task
+    from grae.eval.exact import ExactError, task_answer_set
+
+    config = cfg.train_config(cfg.jobs()[0])
+    try:
+        task_answer_set(get_task(config.task.name, **config.task.params))
+    except ExactError as err:
+        raise ConfigError(f"eval.exact: {err}; drop eval.exact to evaluate by sampling") from None
 
 
 def check_job_dir(job: Job, config: TrainConfig) -> None:
@@ -179,7 +222,7 @@ def check_job_dir(job: Job, config: TrainConfig) -> None:
     where = f"method {job.method!r} seed {job.seed}: {job.output_dir}"
     fix = "rename the method, or use another output_dir/jobs_dir"
     recorded = job.output_dir / "job.yaml"
-    if recorded.exists() and yaml.safe_load(recorded.read_text()) != to_dict(config):
+    if recorded.exists() and with_defaults(yaml.safe_load(recorded.read_text())) != to_dict(config):
         raise ConfigError(f"{where} holds a run with a different config ({recorded}); {fix}")
     try:
         record = owner(job.output_dir)

@@ -23,18 +23,40 @@ DYNAMICS = [("reward_mean", "reward (batch mean)"), ("entropy", "entropy"), ("ac
 
 
 def collect(cfg: CompareConfig) -> dict:
-    """Per method: {seed: ProblemCounts after training}, metrics rows per seed, train seconds per seed."""
+    """Per method: {seed: ProblemCounts after training}, metrics rows per seed, train seconds per seed.
+
+    The counts are the job's own held-out evaluation (``eval/after.jsonl``), or with the study key
+    ``eval`` compare's evaluation of the final model (``eval/frontier/step-<max_steps>``)."""
     data = {}
     for job in cfg.jobs():
         entry = data.setdefault(job.method, {"counts": {}, "metrics": {}, "seconds": {}, "steps": {}, "generated": {}})
-        rows = read_rows(job.output_dir / "eval" / "after.jsonl")
-        entry["counts"][job.seed] = count_problems(rows)
+        entry["counts"][job.seed] = final_counts(cfg, job)
         entry["metrics"][job.seed] = read_metrics(job.output_dir / "metrics.jsonl")
         summary = json.loads((job.output_dir / "eval" / "summary.json").read_text())
         entry["seconds"][job.seed] = summary.get("train_seconds", float("nan"))
         entry["steps"][job.seed] = summary.get("steps")
         entry["generated"][job.seed] = summary.get("generated_completions")
     return data
+
+
+def final_counts(cfg: CompareConfig, job):
+    """The final model's held-out counts the report uses (:func:`collect`)."""
+    if not cfg.eval:
+        return count_problems(read_rows(job.output_dir / "eval" / "after.jsonl"))
+    from grae.compare.frontier import counts_from_record, curve_path, rows_path, step_done, step_settings
+
+    config = cfg.train_config(job)
+    rows = rows_path(job.output_dir, config.max_steps)
+    if not step_done(rows, step_settings(config, cfg.eval)):
+        raise FileNotFoundError(f"{job.method} seed {job.seed}: no rows of the study's eval settings {cfg.eval} for "
+                                f"its final model ({curve_path(rows)}); run grae compare without --report-only")
+    return counts_from_record(json.loads(curve_path(rows).read_text()))
+
+
+def base_rows_path(cfg: CompareConfig) -> Path:
+    """The base model's held-out rows the report uses: the shared base evaluation, or with ``eval``
+    compare's own (``base/frontier.jsonl``)."""
+    return cfg.output_dir / "base" / ("frontier.jsonl" if cfg.eval else "before.jsonl")
 
 
 def per_method_budget(data: dict) -> list[str]:
@@ -65,7 +87,7 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     results = {m: method_passk(list(e["counts"].values()), ks, draws=cfg.bootstrap) for m, e in data.items()}
     diffs = {m: paired_vs_baseline(e["counts"], data[cfg.baseline]["counts"], ks, draws=cfg.bootstrap)
              for m, e in data.items() if m != cfg.baseline}
-    base_path = out / "base" / "before.jsonl"
+    base_path = base_rows_path(cfg)
     base, vs_base = None, {}
     if base_path.exists():
         from grae.eval.stats import per_problem_passk
@@ -100,7 +122,11 @@ def write_compare_report(cfg: CompareConfig) -> Path:
         f"- steps per run: {_span(steps)}; {per_step} completions per step "
         f"(G = {trl.get('num_generations', 8)}); {_span([per_step * s for s in steps], thousands=True)} training samples "
         "per run",
-        f"- held-out: {first[cfg.seeds[0]].num_problems} problems × n = {n_min} samples per run",
+        f"- held-out: {first[cfg.seeds[0]].num_problems} problems × "
+        + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
+           f"no sampling), k ≤ {n_min}" if first[cfg.seeds[0]].exact else f"n = {n_min} samples per run")
+        + (" — compare's own evaluation of the base, every final model and every frontier checkpoint (study key "
+           f"`eval: {json.dumps(cfg.eval)}`)" if cfg.eval else ""),
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
         invocations_line(out, len(cfg.jobs())),
         *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
@@ -146,8 +172,9 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     allocation = update_allocation(data)
     lines += update_allocation_lines(allocation)
     if len(cfg.seeds) < 5:
-        lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed-level bootstrap "
-                  "underestimates the spread between seeds. Treat the intervals as optimistic.", ""]
+        lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed part of each interval "
+                  "rests on few degrees of freedom (t with Satterthwaite df, docs/compare.md): where seeds disagree the "
+                  "intervals are wide, and the spread between seeds is itself poorly estimated.", ""]
     report = out / "report.md"
     atomic_write_text(report, "\n".join(lines))
     atomic_write_json(out / "summary.json", {
@@ -388,7 +415,7 @@ def frontier_section(cfg: CompareConfig, out: Path) -> list[str]:
     n_min = min(int(c.n.min()) for by_f in data.values() for per_seed in by_f.values() for c in per_seed.values())
     k_max = powers_of_two(n_min)[-1]
     base = None
-    for name in ("frontier.jsonl", "before.jsonl"):
+    for name in ("frontier.jsonl",) if cfg.eval else ("frontier.jsonl", "before.jsonl"):
         path = out / "base" / name
         if path.exists():
             counts = count_problems(read_rows(path))
@@ -416,6 +443,8 @@ def memorisation_section(cfg: CompareConfig, data: dict) -> list[str]:
     base_path = cfg.output_dir / "base" / "before.jsonl"
     base_rows = read_rows(base_path) if base_path.exists() else None
     lines = ["", "## Memorisation diagnostics (mean over seeds)", "",
+             *(["From the jobs' own sampled held-out evaluation (`eval/after.jsonl`, the base's `base/before.jsonl`): "
+                "leakage needs sampled answers.", ""] if cfg.eval else []),
              "Gap: pass@1 on the training batches (last 10% of steps) − held-out pass@1. Leakage: share of wrong "
              "held-out answers that equal some answer of the seed's training set; the base model's rate on the same "
              "problems and training answers is the chance level.", "",

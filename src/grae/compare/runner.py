@@ -8,6 +8,10 @@ refused, naming the differing keys. The base model's held-out evaluation is iden
 (same model weights, problems, sampling seed): it is computed once, and its rows (with the record of
 the weights they came from) are copied into each job, whose own evaluation then finds every sample
 on disk.
+
+With the study key ``eval:`` (:class:`grae.compare.grid.CompareConfig`) compare also evaluates every
+finished job's final model and the base with those settings (exact pass@k with ``exact: true``); a
+finished job is then never retrained, only re-evaluated.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from grae.compare.grid import CompareConfig, Job
-from grae.io import atomic_write_text
+from grae.io import atomic_write_json, atomic_write_text
 
 
 def job_command(job: Job, config_path: Path) -> list[str]:
@@ -31,21 +35,25 @@ def job_command(job: Job, config_path: Path) -> list[str]:
 
 
 def frontier_command(cfg: CompareConfig, config_path: Path) -> list[str]:
-    """Evaluate a finished job at the study's frontier fractions (:mod:`grae.compare.frontier`)."""
-    extra = [f"--{k.replace('_', '-')}={v}" for k, v in (cfg.frontier_eval or {}).items()]
-    return [sys.executable, "-m", "grae.compare.frontier", str(config_path), *map(str, cfg.frontier), *extra]
+    """Evaluate a finished job at the study's frontier fractions (:mod:`grae.compare.frontier`), and at
+    100 % with ``eval``."""
+    extra = [f"--{k.replace('_', '-')}" if v is True else f"--{k.replace('_', '-')}={v}"
+             for k, v in (cfg.evaluation() or {}).items() if v is not False]
+    return [sys.executable, "-m", "grae.compare.frontier", str(config_path), *map(str, cfg.evaluated_fractions()),
+            *extra]
 
 
 def frontier_done(cfg: CompareConfig, job: Job) -> bool:
-    """Every frontier step of ``job`` has its rows (or its weights are gone: nothing left to evaluate)."""
-    from grae.compare.frontier import curve_path, frontier_steps, rows_path
+    """Every step compare evaluates ``job`` at has its rows, evaluated with the study's settings (or its
+    weights are gone: nothing left to evaluate)."""
+    from grae.compare.frontier import frontier_steps, rows_path, step_done, step_settings
     from grae.train.callbacks import snapshot_path
 
-    max_steps = cfg.train_config(job).max_steps
-    for step in set(frontier_steps(max_steps, cfg.frontier).values()):
-        weights = job.output_dir / "final" if step == max_steps else snapshot_path(job.output_dir, step)
-        rows = rows_path(job.output_dir, step)
-        if (weights / "config.json").exists() and not curve_path(rows).exists():
+    config = cfg.train_config(job)
+    settings = step_settings(config, cfg.evaluation())
+    for step in set(frontier_steps(config.max_steps, cfg.evaluated_fractions()).values()):
+        weights = job.output_dir / "final" if step == config.max_steps else snapshot_path(job.output_dir, step)
+        if (weights / "config.json").exists() and not step_done(rows_path(job.output_dir, step), settings):
             return False
     return True
 
@@ -53,13 +61,14 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
 def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     """Run every unfinished job; returns wall seconds per job that ran (finished ones are skipped)."""
     jobs = cfg.jobs()
-    pending = [j for j in jobs if not j.done or (cfg.frontier and not frontier_done(cfg, j))]
+    evaluated = cfg.evaluated_fractions()
+    pending = [j for j in jobs if not j.done or (evaluated and not frontier_done(cfg, j))]
     log(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already finished; running {len(pending)}")
+    if evaluated and cfg.evaluation():  # the base model with the study's own settings (resumable)
+        base_frontier_evaluation(cfg, jobs[0], log)
     if not pending:
         return {}
     base_rows = share_base_evaluation(cfg, pending, log)
-    if cfg.frontier and cfg.frontier_eval:
-        base_frontier_evaluation(cfg, pending[0], log)
     threads = max(1, (os.cpu_count() or 1) // max(1, cfg.parallel))
     seconds: dict[str, float] = {}
 
@@ -85,7 +94,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
             proc: subprocess.CompletedProcess = subprocess.CompletedProcess([], 0)
             if not job.done:
                 proc = subprocess.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
-            if proc.returncode == 0 and cfg.frontier:  # the checkpoints at the frontier's fractions
+            if proc.returncode == 0 and evaluated:  # the checkpoints at the frontier's fractions (and 100 % with eval)
                 logfile.flush()
                 proc = subprocess.run(frontier_command(cfg, config_path), stdout=logfile, stderr=subprocess.STDOUT,
                                       env=env)
@@ -95,7 +104,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         list(pool.map(run, pending))
-    failed = [j for j in pending if not j.done or (cfg.frontier and not frontier_done(cfg, j))]
+    failed = [j for j in pending if not j.done or (evaluated and not frontier_done(cfg, j))]
     if failed:
         raise RuntimeError(f"{len(failed)} job(s) failed: " + ", ".join(f"{j.method}/seed{j.seed}" for j in failed))
     return seconds
@@ -116,17 +125,24 @@ def share_base_evaluation(cfg: CompareConfig, pending: list[Job], log) -> Path |
 
 
 def base_frontier_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
-    """The base model with the frontier's held-out settings (``frontier_eval``), resumable, into
-    ``<output_dir>/base/frontier.jsonl``: the 0 % point of every frontier path."""
-    from grae.compare.frontier import frontier_eval_config
+    """The base model with the study's own held-out settings (``frontier_eval`` or ``eval``), resumable,
+    into ``<output_dir>/base/frontier.jsonl``: the 0 % point of every frontier path (and with ``eval``
+    the report's base model)."""
+    from grae.compare.frontier import counts_record, curve_path, frontier_eval_config, is_exact, step_done, step_settings
+    from grae.eval.records import read_rows
+    from grae.eval.stats import count_problems
 
-    config = frontier_eval_config(cfg.train_config(job), cfg.frontier_eval)
+    config = frontier_eval_config(cfg.train_config(job), cfg.evaluation())
     path = cfg.output_dir / "base" / "frontier.jsonl"
-    _evaluate_base(config, path, lambda line: log("base frontier " + line))
+    settings = step_settings(cfg.train_config(job), cfg.evaluation())
+    if not step_done(path, settings):
+        _evaluate_base(config, path, lambda line: log("base frontier " + line), exact=is_exact(cfg.evaluation()))
+        atomic_write_json(curve_path(path), {"step": 0, "settings": settings,
+                                             **counts_record(count_problems(read_rows(path)))})
     return path
 
 
-def _evaluate_base(config, path: Path, log) -> None:
+def _evaluate_base(config, path: Path, log, *, exact: bool = False) -> None:
     """Held-out evaluation of ``config.model`` (untrained) with ``config``'s eval settings into ``path``, resumable."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -141,4 +157,4 @@ def _evaluate_base(config, path: Path, log) -> None:
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     evaluate_heldout(config, model, tokenizer, task.heldout(config.eval.num_problems), task, path, log,
-                     identity=model_identity(config.model, model_path))
+                     identity=model_identity(config.model, model_path), exact=exact)

@@ -309,28 +309,19 @@ def run_plan(
 def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: list[dict[str, Any]], rows_path: Path,
                progress: ProgressFactory | None) -> EvalResult:
     """Exact rows of one task (grae.eval.exact), recorded like sampled rows, as an :class:`EvalResult`."""
-    from grae.metrics import powers_of_two
-
-    from .exact import ExactError, run_exact
-    from .runner import _check_resume
-    from .stats import passk_estimates
+    from .exact import ExactError
 
     settings = {**plan.meta(planned), "task": planned.name, "seed": plan.seed, "n": plan.n}
     try:
-        runner.discard_rows(rows_path)  # exact rows are recomputed whole (seconds), never resumed
-        _check_resume(rows_path, settings)
         bar = progress(planned.name, len(examples)) if progress is not None else nullcontext(None)
         with bar as update:
-            counts, rows, seconds = run_exact(sampler.model, sampler.tokenizer, examples, planned.task,
-                                              render=sampler.render, temperature=plan.temperature, top_p=plan.top_p,
-                                              max_tokens=settings["max_tokens"], output_path=rows_path, k_max=plan.n,
-                                              progress=update)
+            result = runner.evaluate_exact(sampler.model, sampler.tokenizer, examples, planned.task, settings=settings,
+                                           k_max=plan.n, render=sampler.render, output_path=rows_path, seed=plan.seed,
+                                           progress=update)
     except (ExactError, RecordsError) as err:
         raise EvalError(err, exit_code=1) from err
-    estimates = passk_estimates(counts, powers_of_two(plan.n), seed=plan.seed)
-    return EvalResult(task=planned.name, counts=counts, curve={k: e.value for k, e in estimates.items()},
-                      intervals={k: (e.lo, e.hi) for k, e in estimates.items()}, num_generated=len(rows),
-                      num_resumed=0, seconds=seconds, output_path=rows_path, settings=settings)
+    result.task = planned.name
+    return result
 
 
 def _exact_summary(result: EvalResult) -> dict[str, Any]:

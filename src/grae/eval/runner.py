@@ -366,3 +366,50 @@ def evaluate(
                 **({"identity": identity} if identity else {})}
     return run_samples(sampler, examples, task, n=n, batch_size=batch_size, seed=seed, output_path=output_path,
                        settings=settings, progress=progress)
+
+
+def evaluate_exact(
+    model,
+    tokenizer,
+    examples: Sequence[dict[str, Any]],
+    task: Any,
+    *,
+    settings: dict[str, Any],
+    k_max: int = 256,
+    render: Callable[[Any], str] | None = None,
+    output_path: str | Path | None = None,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalResult:
+    """Exact pass@k of ``examples`` by answer enumeration (:mod:`grae.eval.exact`), recorded like sampled
+    rows: ``settings`` (with ``temperature``, ``top_p``, ``max_tokens``; ``"exact": True`` is added) go to
+    the rows' sidecar, so sampled rows on disk are never mistaken for exact ones. The one code path of
+    ``grae eval --exact`` and of the held-out evaluations of ``grae train``/``grae compare`` with exact.
+
+    Exact rows are recomputed whole (seconds), never resumed. ``render``: prompt → model text (default:
+    the tokenizer's chat template for message lists, strings as they are). pass@k for k = 1, 2, 4, …, ``k_max``.
+    """
+    from grae.metrics import powers_of_two
+
+    from .backends import _render_with
+    from .exact import run_exact
+
+    settings = {**settings, "exact": True}
+    if output_path is not None:
+        discard_rows(output_path)
+        _check_resume(Path(output_path), settings)
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        counts, rows, seconds = run_exact(model, tokenizer, examples, task,
+                                          render=render or (lambda prompt: _render_with(tokenizer, prompt)),
+                                          temperature=settings["temperature"], top_p=settings["top_p"],
+                                          max_tokens=settings["max_tokens"], output_path=output_path, k_max=k_max,
+                                          progress=progress)
+    finally:
+        model.train(was_training)
+    estimates = passk_estimates(counts, powers_of_two(k_max), seed=seed)
+    return EvalResult(task=_task_name(task, examples), counts=counts, curve={k: e.value for k, e in estimates.items()},
+                      intervals={k: (e.lo, e.hi) for k, e in estimates.items()}, num_generated=len(rows),
+                      num_resumed=0, seconds=seconds, output_path=Path(output_path) if output_path else None,
+                      rows=None if output_path else rows, settings=settings)

@@ -492,3 +492,21 @@ def _cuda_bf16() -> bool:
 
 def to_dict(cfg: TrainConfig) -> dict:
     return dataclasses.asdict(cfg)
+
+
+def with_defaults(recorded: dict, cls: type = TrainConfig) -> dict:
+    """A configuration dict an older grae recorded (a run's ``run.json`` fingerprint, a compare job's
+    ``job.yaml``) with the keys added to ``cls`` since then filled in with their defaults, so that
+    comparing it with today's ``to_dict`` names only real changes. Valid because a key is only ever
+    added with a default that keeps the old behaviour (``reward_funcs: ["task"]`` is what every run
+    before it trained with). Nested sections (``task``, ``eval``, …) are filled the same way; free
+    mappings (``trl``, ``params``) are left as recorded."""
+    defaults = cls()
+    out = dict(recorded)
+    for f in dataclasses.fields(cls):
+        value = getattr(defaults, f.name)
+        if f.name not in out:
+            out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        elif dataclasses.is_dataclass(value) and isinstance(out[f.name], dict):
+            out[f.name] = with_defaults(out[f.name], type(value))
+    return out

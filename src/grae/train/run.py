@@ -247,23 +247,32 @@ def _logger(console):
 
 
 def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: Path, log, *,
-                     identity: str | None = None, progress=None) -> dict[int, float]:
+                     identity: str | None = None, progress=None, exact: bool = False) -> dict[int, float]:
     """Held-out pass@k of ``model`` (named by ``identity``) with ``cfg.eval``'s settings, resumable into
-    ``path``. Rows there from other weights or settings (an extended run's old step) are replaced."""
+    ``path``. Rows there from other weights or settings (an extended run's old step) are replaced.
+
+    ``exact``: exact pass@k by answer enumeration (:func:`grae.eval.runner.evaluate_exact`, the code path
+    of ``grae eval --exact``) instead of ``cfg.eval.n`` samples; ``n`` is then the largest k reported."""
     from grae.eval import evaluate
-    from grae.eval.runner import discard_rows, stale_reason
+    from grae.eval.runner import discard_rows, evaluate_exact, stale_reason
 
     e = cfg.eval
     settings = {"identity": identity, "temperature": e.temperature, "top_p": e.top_p, "max_tokens": e.max_tokens,
-                "seed": e.seed} if identity else {}
+                "seed": e.seed, **({"exact": True} if exact else {})} if identity else {}
     reason = stale_reason(path, settings)
     if reason:
         log(f"{path.name}: rows of other weights or settings ({reason}); evaluating anew")
         discard_rows(path)
-    result = evaluate(model, processing, heldout, task, n=e.n, temperature=e.temperature, top_p=e.top_p,
-                      max_tokens=e.max_tokens, batch_size=e.batch_size, seed=e.seed, output_path=path,
-                      identity=identity, progress=progress)
-    log(f"{path.stem}: " + "  ".join(f"pass@{k}={v:.3f}" for k, v in result.curve.items()) + f"  ({result.seconds:.0f}s)")
+    if exact:
+        result = evaluate_exact(model, processing, heldout, task, k_max=e.n, output_path=path, seed=e.seed,
+                                progress=progress, settings={**settings, "backend": "hf", "temperature": e.temperature,
+                                                             "top_p": e.top_p, "max_tokens": e.max_tokens})
+    else:
+        result = evaluate(model, processing, heldout, task, n=e.n, temperature=e.temperature, top_p=e.top_p,
+                          max_tokens=e.max_tokens, batch_size=e.batch_size, seed=e.seed, output_path=path,
+                          identity=identity, progress=progress)
+    log(f"{path.stem}: {'exact ' if exact else ''}" + "  ".join(f"pass@{k}={v:.3f}" for k, v in result.curve.items())
+        + f"  ({result.seconds:.0f}s)")
     return dict(result.curve)
 
 

@@ -87,8 +87,11 @@ def owner(out: Path) -> dict[str, Any] | None:
 
 
 def changes(record: dict[str, Any], config: dict[str, Any]) -> list[str]:
-    """What ``config`` changes in the run ``record`` beyond :data:`RESUMABLE_KEYS` (``"key: a → b"``)."""
-    return _differences(record["fingerprint"], fingerprint(config))
+    """What ``config`` changes in the run ``record`` beyond :data:`RESUMABLE_KEYS` (``"key: a → b"``); keys
+    the record predates count as their defaults (:func:`grae.train.config.with_defaults`)."""
+    from grae.train.config import with_defaults
+
+    return _differences(fingerprint(with_defaults(record["fingerprint"])), fingerprint(config))
 
 
 def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, dry_run: bool = False) -> str | None:
