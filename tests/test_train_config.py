@@ -59,3 +59,17 @@ def test_cli_overrides_parse_yaml_scalars():
         "trl.learning_rate": 3e-4, "task.name": "gcd", "eval.enabled": False}
     cfg = load_config(None, {"max-steps": 7, "estimator_params.alpha": 0.5})
     assert cfg.max_steps == 7 and cfg.estimator_params["alpha"] == 0.5
+
+
+def test_a_record_from_before_a_key_existed_compares_equal_to_its_defaults():
+    """An older run.json / job.yaml lacks keys added since (reward_funcs, eval.*): filled with today's
+    defaults they are no change; a key that was recorded with another value still is one."""
+    from grae.train.config import TrainConfig, to_dict, with_defaults
+
+    today = to_dict(TrainConfig())
+    old = {k: v for k, v in today.items() if k != "reward_funcs"}
+    old["eval"] = {k: v for k, v in today["eval"].items() if k != "num_problems"}
+    assert with_defaults(old) == today
+    changed = dict(old, max_steps=today["max_steps"] + 1)
+    assert with_defaults(changed)["max_steps"] != today["max_steps"]
+    assert with_defaults(changed)["reward_funcs"] == today["reward_funcs"]
