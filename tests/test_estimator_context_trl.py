@@ -6,18 +6,26 @@ import pytest
 import torch
 
 from grae.advantage import Estimator, get_estimator
+from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers
 from grae.engines.trl import TRL_CONTEXT, GraeTrainer
 from test_trl_engine import G, make_trainer, model_dir  # noqa: F401  (fixture)
 
 
 class ContextRecording(GraeTrainer):
-    """Records the context the estimator saw and an independent log-prob recomputation (plain HF forward)."""
+    """Records the context the estimator saw, whether generation recorded the log-probs, and an independent
+    log-prob recomputation (plain HF forward, log_softmax(logits / T), no truncation)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seen = []
 
+    def _recorded_logps(self, out):
+        logps = super()._recorded_logps(out)
+        self.used_recorder = logps is not None
+        return logps
+
     def _estimator_context(self, out):
+        self.used_recorder = None
         ctx = super()._estimator_context(out)
         ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
         mask = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
@@ -27,26 +35,104 @@ class ContextRecording(GraeTrainer):
         comp = tok_lp[:, -out["completion_ids"].size(1):] * out["completion_mask"]  # [B, T]
         old = out.get("old_per_token_logps")
         self.seen.append(dict(ctx=ctx, ref_sum=comp.sum(1), ref_len=out["completion_mask"].sum(1),
-                              rewards=self._gathered_rewards(self.num_generations),
+                              rewards=self._gathered_rewards(self.num_generations), recorded=self.used_recorder,
+                              ids=out["completion_ids"].clone(), mask=out["completion_mask"].clone(),
                               trl_old_sum=None if old is None else (old * out["completion_mask"]).sum(1)))
         return ctx
 
 
-@pytest.mark.parametrize("config", [{}, {"num_iterations": 2}], ids=["own-pass", "trl-old-logps"])
-def test_unlikeliness_trains_on_the_rollout_logprobs(model_dir, tmp_path, config):  # noqa: F811
-    """No TRL log-probs (aligned steps): one no-grad pass; num_iterations = 2: TRL's old_per_token_logps are used."""
-    trainer = make_trainer(model_dir, tmp_path, "unlikeliness", steps=1, trainer_cls=ContextRecording, config=config)
+class ForwardOnly(ContextRecording):
+    record_generation_logprobs = False
+
+
+#: temperature ≠ 1 with top-k/top-p truncation (the log-probs are of the untruncated π_T); 4 tokens: with seed 1
+#: the tiny model's answers end before the window's end ("11<eos>", masked after), at it ("111<eos>"), or are
+#: clipped ("1100")
+SAMPLING = {"temperature": 1.3, "top_k": 6, "top_p": 0.9, "max_completion_length": 4}
+
+
+@pytest.mark.parametrize("config, trainer_cls, source", [
+    (SAMPLING, ContextRecording, "recorded"),
+    (SAMPLING, ForwardOnly, "forward"),
+    ({**SAMPLING, "repetition_penalty": 1.3}, ContextRecording, "forward"),
+    ({"num_iterations": 2}, ContextRecording, "trl-old"),
+], ids=["recorded-in-generate", "forward-forced", "forward-repetition-penalty", "trl-old-logps"])
+def test_unlikeliness_trains_on_the_rollout_logprobs(model_dir, tmp_path, config, trainer_cls, source):  # noqa: F811
+    """Aligned steps: recorded during generate (TRL has none), else one no-grad pass where the recorder does not
+    apply (forced off; a logits processor ahead of it); num_iterations = 2: TRL's old_per_token_logps. Every
+    source equals log_softmax(logits / T) of an independent forward, summed up to and including the first EOS."""
+    trainer = make_trainer(model_dir, tmp_path, "unlikeliness", steps=1, trainer_cls=trainer_cls, config=config, seed=1)
     trainer.train()
     assert len(trainer.seen) == 1
     rec = trainer.seen[0]
-    assert (rec["trl_old_sum"] is not None) == bool(config)
+    assert (rec["trl_old_sum"] is not None) == (source == "trl-old")
+    assert rec["recorded"] == (source == "recorded")
     if rec["trl_old_sum"] is not None:
         assert torch.equal(rec["ctx"]["logprob_sum"], rec["trl_old_sum"].float().cpu())
+    if config is SAMPLING:  # both kinds of completion are in the batch: EOS inside the window, and clipped
+        hit_eos = ((rec["ids"] == trainer.eos_token_ids[0]) & (rec["mask"] > 0)).any(1)
+        assert hit_eos.any() and (~hit_eos).any()
+        assert (rec["mask"].sum(1)[hit_eos] < rec["mask"].size(1)).any()  # some end early: tokens after EOS masked
     assert torch.allclose(rec["ctx"]["logprob_sum"], rec["ref_sum"], atol=1e-4)
     assert torch.allclose(rec["ctx"]["logprob_mean"], rec["ref_sum"] / rec["ref_len"].clamp(min=1), atol=1e-4)
     expected = get_estimator("unlikeliness")(rec["rewards"], torch.arange(len(rec["rewards"])) // G,
                                              context={"logprob_mean": rec["ref_sum"] / rec["ref_len"].clamp(min=1)})
     assert torch.allclose(trainer.last_advantage_result.advantages, expected.advantages.float(), atol=1e-4)
+
+
+@pytest.mark.parametrize("estimator, records", [("grpo", False), ("outcome_explore", False), ("unlikeliness", True)])
+def test_only_a_logprob_estimator_adds_a_logits_processor(model_dir, tmp_path, estimator, records):  # noqa: F811
+    """Estimators that need no log-probs generate exactly as TRL calls generate (no processor installed)."""
+    kw = {"answer_fn": lambda text: text.strip() or None} if estimator == "outcome_explore" else {}
+    trainer = make_trainer(model_dir, tmp_path, estimator, steps=1, **kw)
+    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    calls, generate = [], model.generate
+
+    def spy(*args, **kwargs):
+        calls.append(dict(kwargs))
+        return generate(*args, **kwargs)
+
+    model.generate = spy
+    trainer.train()
+    assert model.generate is spy  # the recorder's hook is gone after generation
+    assert len(calls) == 1
+    if records:
+        assert set(calls[0]) == {"input_ids", "attention_mask", "generation_config", "logits_processor"}
+        assert [type(p) for p in calls[0]["logits_processor"]] == [RolloutLogprobRecorder]
+    else:
+        assert set(calls[0]) == {"input_ids", "attention_mask", "generation_config"}
+
+
+def test_the_recorder_gives_log_softmax_of_raw_logits_over_temperature_including_the_last_token(model_dir):  # noqa: F811
+    """Directly on generate: the recorded log-prob of every generated token (the last one from the final step's
+    scores) is log_softmax(raw logits / T) — before top-k/top-p truncation, which runs after a custom processor."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessorList
+
+    tok, model = AutoTokenizer.from_pretrained(model_dir), AutoModelForCausalLM.from_pretrained(model_dir)
+    enc = tok([f"What is {a} + {a + 1}?\nAnswer:" for a in range(6)], return_tensors="pt", padding=True)
+    cfg = GenerationConfig(max_new_tokens=5, do_sample=True, temperature=0.7, top_k=3, top_p=0.8,
+                           pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    recorder = RolloutLogprobRecorder(0.7)
+    torch.manual_seed(0)
+    out = model.generate(**enc, generation_config=cfg, logits_processor=LogitsProcessorList([recorder]),
+                         output_logits=True, output_scores=True, return_dict_in_generate=True)
+    new = out.sequences[:, enc.input_ids.size(1):]  # [B, T]
+    got = recorder.finish(out.sequences)  # [B, T]
+    raw = torch.stack(out.logits, 1)  # [B, T, V] the model's logits, before any processor
+    want = torch.log_softmax(raw / 0.7, -1).gather(-1, new[..., None])[..., 0]
+    truncated = torch.log_softmax(torch.stack(out.scores, 1), -1).gather(-1, new[..., None])[..., 0]  # top-k/p
+    assert got.shape == new.shape and torch.allclose(got, want, atol=1e-6)
+    assert not torch.allclose(got, truncated, atol=1e-3)  # the truncated distribution differs: not that one
+
+
+def test_logit_modifiers_names_the_processors_that_run_before_a_custom_one():
+    from transformers import GenerationConfig
+
+    trl_like = GenerationConfig(do_sample=True, temperature=0.7, top_k=5, top_p=0.9, min_p=0.1, repetition_penalty=1.0)
+    assert logit_modifiers(trl_like) == []
+    assert logit_modifiers(GenerationConfig(repetition_penalty=1.2, suppress_tokens=[3])) == \
+        ["repetition_penalty", "suppress_tokens"]
+    assert logit_modifiers(trl_like, GenerationConfig(bad_words_ids=[[5]])) == ["bad_words_ids"]  # model's default
 
 
 class NeedsAnswers(Estimator):

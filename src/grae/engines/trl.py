@@ -94,10 +94,11 @@ from typing import Any
 import numpy as np
 import torch
 from trl import GRPOTrainer
-from trl.trainer.utils import nanmax, nanmin, nanstd
+from trl.trainer.utils import nanmax, nanmin, nanstd, pad
 
 from grae.advantage import EstimatorLike, check_context_supported, get_estimator
 from grae.engines import STATE_FILE
+from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers, recording_generate
 from grae.engines.rows import LEFT_PADDED, concat_rows, pad_value, per_row_tensors, take_rows, trim_padding
 from grae.io import atomic_write_json
 from grae.loss import AGG_MODES, agg_loss, kl_penalty, policy_loss
@@ -143,11 +144,12 @@ def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | 
 
 
 #: Estimator context GraeTrainer always supplies (grae.advantage.CONTEXT_FIELDS). The sequence
-#: log-probs come from the rollout policy: vLLM's sampling log-probs, else TRL's old_per_token_logps
-#: when TRL computes them, else one no-grad forward pass of the generating model (only for estimators
-#: that require them). ``prompt_key`` is :func:`stable_key` of the prompt text. ``answer_id`` needs a
-#: parser of final answers (``answer_fn``, or the ``parse_answer`` of a grae task's reward function):
-#: see :data:`ANSWER_CONTEXT`.
+#: log-probs come from the rollout policy (log_softmax(logits / T), no top-k/top-p truncation): vLLM's
+#: sampling log-probs, else TRL's old_per_token_logps when TRL computes them, else recorded during
+#: ``model.generate`` (:mod:`grae.engines.rollout_logps`), else one no-grad forward pass of the
+#: generating model (see :meth:`GraeTrainer._logprob_context`; only for estimators that require them).
+#: ``prompt_key`` is :func:`stable_key` of the prompt text. ``answer_id`` needs a parser of final answers
+#: (``answer_fn``, or the ``parse_answer`` of a grae task's reward function): see :data:`ANSWER_CONTEXT`.
 TRL_CONTEXT = frozenset({"logprob_sum", "logprob_mean", "prompt_key"})
 #: supplied besides TRL_CONTEXT when GraeTrainer has an answer parser
 ANSWER_CONTEXT = frozenset({"answer_id"})
@@ -199,6 +201,10 @@ def resolve_estimator(estimator: str | EstimatorLike, params: dict[str, Any] | N
 class GraeTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages come from a grae estimator (see the module docstring).
 
+    Attributes:
+        record_generation_logprobs: record the rollout log-probs during ``model.generate`` where it
+            applies (default True); False forces the no-grad forward pass (see :meth:`_logprob_context`).
+
     Args:
         *args, **kwargs: exactly ``GRPOTrainer``'s.
         estimator: registry name or estimator object (default ``"grpo"``).
@@ -222,6 +228,8 @@ class GraeTrainer(GRPOTrainer):
             sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
             Default: TRL's own sampler, unchanged.
     """
+
+    record_generation_logprobs = True
 
     def __init__(
         self,
@@ -249,6 +257,8 @@ class GraeTrainer(GRPOTrainer):
             "GraeTrainer (TRL) without answer_fn (pass answer_fn= or a grae task's reward_fn)"
         check_context_supported(self.estimator, supplied, engine)
         self._local_keys: dict[str, torch.Tensor] = {}
+        #: this rank's rollout log-probs recorded by the last generation, one [T_i] row per completion, or None
+        self._generation_logps: list[torch.Tensor] | None = None
         self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
         if contain_reward_faults:
             args, kwargs = _wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
@@ -446,11 +456,76 @@ class GraeTrainer(GRPOTrainer):
             context.update(self._logprob_context(out))
         return context
 
+    def _records_generation_logps(self, images: Any, multimodal_fields: Any) -> bool:
+        """Whether this generation records the rollout log-probs (:mod:`grae.engines.rollout_logps`):
+        only for an estimator that requires them, on TRL's plain ``model.generate`` path (not vLLM, not
+        paged/continuous batching, no ``rollout_func``, no tools/multi-turn, no images or other
+        multimodal inputs), when TRL computes no ``old_per_token_logps`` (steps aligned with generation,
+        TRL's own test in ``_generate_and_score_completions``) and no logits processor of the generation
+        config runs before a custom one. Config-determined: the same on every rank."""
+        requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
+        if not (requires & _LOGPROB_FIELDS) or not self.record_generation_logprobs:
+            return False
+        if self.use_vllm or self.use_transformers_continuous_batching or self.rollout_func is not None or self.tools:
+            return False
+        if images is not None or multimodal_fields:
+            return False
+        if self.args.gradient_accumulation_steps % (self.args.steps_per_generation * self.num_iterations) != 0:
+            return False  # TRL computes old_per_token_logps itself
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        return not logit_modifiers(self.generation_config, getattr(model, "generation_config", None))
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's, unchanged, plus the rollout log-probs recorded during ``generate`` where
+        :meth:`_records_generation_logps` says so. The hook: TRL calls ``unwrapped_model.generate(...)``
+        inside this method, on ``accelerator.unwrap_model(model_wrapped)``; shadowing that one instance's
+        ``generate`` for the duration of super()'s call adds ``logits_processor=[recorder]`` without copying
+        TRL's method or patching a TRL module. TRL's returned ``logprobs`` (its ``sampling_per_token_logps``,
+        which its importance-sampling correction reads) stay None: the record lives on the trainer only."""
+        self._generation_logps = None
+        if not self._records_generation_logps(images, multimodal_fields):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        sink: list[torch.Tensor] = []
+        with recording_generate(self.accelerator.unwrap_model(self.model_wrapped),
+                                RolloutLogprobRecorder(self.temperature), sink):
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                     num_generations, has_tool_images)
+        if len(sink) == 1 and sink[0].size(0) == len(completion_ids):
+            # TRL's completion lists end at the first EOS (kept): the same cut masks the record
+            self._generation_logps = [row[:len(ids)] for row, ids in zip(sink[0], completion_ids, strict=True)]
+        return completion_ids, logprobs
+
+    def _recorded_logps(self, out: dict) -> torch.Tensor | None:
+        """``[B, T]`` the log-probs recorded during generation, padded as TRL pads ``completion_ids``; None
+        when this generation recorded none (or they do not match ``out``'s rows)."""
+        rows, self._generation_logps = self._generation_logps, None
+        ids = out["completion_ids"]  # [B, T]
+        if rows is None or len(rows) != ids.size(0):
+            return None
+        logps = pad(rows, padding_value=0.0, padding_side="right", pad_to_multiple_of=self.pad_to_multiple_of)
+        return logps.to(ids.device) if logps.shape == ids.shape else None
+
     def _logprob_context(self, out: dict) -> dict[str, torch.Tensor]:
-        """``logprob_sum`` / ``logprob_mean`` ``[N_global]`` under the rollout policy (see :data:`TRL_CONTEXT`)."""
+        """``logprob_sum`` / ``logprob_mean`` ``[N_global]`` under the rollout policy (see :data:`TRL_CONTEXT`):
+        log_softmax(logits / T) of the generating model at each completion token, summed over TRL's
+        ``completion_mask`` (up to and including the first EOS). From the first source that has them:
+
+        1. vLLM's sampling log-probs (``sampling_per_token_logps``);
+        2. TRL's ``old_per_token_logps`` (computed when steps are not aligned with generation);
+        3. recorded during ``model.generate`` (:meth:`_generate_single_turn`): TRL's plain generate path;
+        4. one no-grad forward pass of the model that generated (no update since), where the recorder does
+           not apply: paged / continuous-batching generation, tools (multi-turn), ``rollout_func``,
+           multimodal prompts, generation configs with a logits processor ahead of custom ones
+           (``repetition_penalty`` ≠ 1, ...), or ``record_generation_logprobs = False``.
+           Image inputs have no fallback yet and are refused.
+        """
         logps = out.get("sampling_per_token_logps")  # [B, T] vLLM's, exactly the rollout policy's
         if logps is None:
             logps = out.get("old_per_token_logps")  # [B, T] TRL computed them for importance sampling
+        recorded = self._recorded_logps(out)  # [B, T] or None; always consumed, so never stale
+        if logps is None:
+            logps = recorded
         if logps is None and "pixel_values" in out:
             raise ValueError(f"estimator: {self.estimator.name!r} needs sequence log-probs, which GraeTrainer does not "
                              "yet recompute for image inputs; use vLLM with importance sampling or an estimator without context")
@@ -461,7 +536,7 @@ class GraeTrainer(GRPOTrainer):
                 logps, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, ids, mask, out["completion_ids"].size(1), batch_size=self.args.per_device_train_batch_size)
         mask = out["completion_mask"].to(logps.dtype)  # [B, T]
-        total = (logps * mask).sum(dim=1)  # [B]
+        total = torch.where(mask > 0, logps, 0.0).sum(dim=1)  # [B]
         length = mask.sum(dim=1).clamp(min=1)  # [B]
         # Unconditional on every rank when the estimator requires context (the multi-process rule).
         total, length = self.accelerator.gather(total), self.accelerator.gather(length)  # [N_global]
