@@ -83,7 +83,6 @@ class RolloutLogprobRecorder(LogitsProcessor):
 
     def __init__(self, temperature: float):
         self.temperature = float(temperature)
-        self.steps = 0
         self._token_logps: list[torch.Tensor] = []  # each [B]
         self._last: torch.Tensor | None = None  # [B, V] log π_T of the step whose token is not seen yet
 
@@ -91,7 +90,6 @@ class RolloutLogprobRecorder(LogitsProcessor):
         if self._last is not None:  # input_ids ends in the token sampled from the previous step
             self._token_logps.append(self._last.gather(1, input_ids[:, -1:])[:, 0])  # [B]
         self._last = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # [B, V]
-        self.steps += 1
         return scores
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
@@ -107,7 +105,7 @@ class RolloutLogprobRecorder(LogitsProcessor):
 
 
 @contextlib.contextmanager
-def recording_generate(model: torch.nn.Module, recorder: RolloutLogprobRecorder,
+def recording_generate(model: Any, recorder: RolloutLogprobRecorder,
                        sink: list[torch.Tensor]) -> Iterator[None]:
     """Within the block, ``model.generate(...)`` runs with ``logits_processor=[recorder]`` added and
     appends ``recorder.finish(sequences)`` (``[B, T_gen]``) to ``sink``; on exit ``generate`` is the
