@@ -13,7 +13,9 @@ already computes every step's logits. :class:`RolloutLogprobRecorder` is a
 
 with no top-k / top-p / min-p truncation: exactly what TRL's ``_get_per_token_logps_and_entropies``
 computes (``selective_log_softmax(logits / temperature)``), i.e. the same quantity as GraeTrainer's
-forward-pass fallback, and what TRL's loss calls ``old_per_token_logps``.
+forward-pass fallback, and what TRL's loss calls ``old_per_token_logps``. (Under bf16, ``generate`` upcasts
+the logits to fp32 before any processor, so the record is the fp32 log-softmax of the bf16 logits, where
+TRL's forward pass takes it in bf16: they differ by that rounding.)
 
 **Where it runs in transformers' processor list.** ``GenerationMixin._get_logits_processor`` (5.10)
 builds the non-warper processors (repetition penalty, bad words, min length, suppressed tokens, ...),

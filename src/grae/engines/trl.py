@@ -462,7 +462,8 @@ class GraeTrainer(GRPOTrainer):
         paged/continuous batching, no ``rollout_func``, no tools/multi-turn, no images or other
         multimodal inputs), when TRL computes no ``old_per_token_logps`` (steps aligned with generation,
         TRL's own test in ``_generate_and_score_completions``) and no logits processor of the generation
-        config runs before a custom one. Config-determined: the same on every rank."""
+        config runs before a custom one. No collective hangs on it: a rank may record while another falls
+        back (images on one rank only); the gather in :meth:`_logprob_context` is unconditional."""
         requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
         if not (requires & _LOGPROB_FIELDS) or not self.record_generation_logprobs:
             return False
