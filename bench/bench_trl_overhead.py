@@ -5,6 +5,11 @@ process (A, B, A, B, …) so machine noise hits both; the first steps of each ru
 dropped. Reported: median seconds per step of each and their ratio.
 
     python bench/bench_trl_overhead.py [--rounds 4] [--steps 12] [--estimator agrae] [--model tiny]
+        [--prompts 16] [--max-completion-length 8] [--trainers both]
+
+``--model smollm2 --prompts 2 --max-completion-length 48`` is the smollm2 recipe's step shape (2 prompts
+x 8 samples of up to 48 tokens). ``--trainers stock`` / ``grae`` runs one side only, so that
+``/usr/bin/time -v`` gives each trainer's peak RSS.
 
 An estimator that needs context (``unlikeliness``: the rollout log-probs, recorded during HF generate since
 TRL has none here; ``outcome_explore``: answer ids and prompt keys, parsed with :func:`first_token`) measures
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -53,7 +59,7 @@ class StepTimer:
         self.times: list[float] = []
 
 
-def run(trainer_cls, model_dir, steps, seed, extra):
+def run(trainer_cls, model_dir, steps, seed, extra, prompts=16, completion_length=8):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
@@ -64,9 +70,9 @@ def run(trainer_cls, model_dir, steps, seed, extra):
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as out:
         cfg = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1,
-                         max_steps=steps, learning_rate=1e-4, per_device_train_batch_size=128, num_generations=8,
-                         max_completion_length=8, temperature=1.0, top_k=0, beta=0.0, gradient_checkpointing=False,
-                         disable_tqdm=True, dataloader_num_workers=0, seed=seed)
+                         max_steps=steps, learning_rate=1e-4, per_device_train_batch_size=8 * prompts, num_generations=8,
+                         max_completion_length=completion_length, temperature=1.0, top_k=0, beta=0.0,
+                         gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0, seed=seed)
         trainer = trainer_cls(model=model, processing_class=tok, reward_funcs=[reward], args=cfg, train_dataset=data,
                               callbacks=[timer.callback], **extra)
         trainer.train()
@@ -80,6 +86,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--estimator", default="agrae")
     parser.add_argument("--model", default="tiny", help="'tiny' (shipped), 'random' (throw-away), or a path")
+    parser.add_argument("--prompts", type=int, default=16, help="prompts per step (8 samples each)")
+    parser.add_argument("--max-completion-length", type=int, default=8)
+    parser.add_argument("--trainers", choices=["both", "stock", "grae"], default="both")
     args = parser.parse_args()
     torch.set_num_threads(2)
 
@@ -102,13 +111,20 @@ def main() -> None:
         grae_kw["answer_fn"] = first_token
     stock, grae = [], []
     for r in range(args.rounds):
-        for name, cls, extra, sink in [("GRPOTrainer", GRPOTrainer, {}, stock),
-                                       ("GraeTrainer", GraeTrainer, grae_kw, grae)]:
-            times = run(cls, model_dir, args.steps, seed=r, extra=extra)[args.warmup:]
+        sides = [("GRPOTrainer", GRPOTrainer, {}, stock), ("GraeTrainer", GraeTrainer, grae_kw, grae)]
+        for name, cls, extra, sink in sides:
+            if args.trainers != "both" and (name == "GraeTrainer") != (args.trainers == "grae"):
+                continue
+            times = run(cls, model_dir, args.steps, seed=r, extra=extra, prompts=args.prompts,
+                        completion_length=args.max_completion_length)[args.warmup:]
             sink.extend(times)
             print(f"round {r} {name}: median {statistics.median(times):.3f} s/step", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"\nmodel {args.model}, {args.prompts} prompts x 8 samples of <= {args.max_completion_length} tokens, "
+          f"{args.rounds} rounds x {args.steps - args.warmup} timed steps each; peak RSS {peak:.2f} GiB")
+    if args.trainers != "both":
+        return
     ms, mg = statistics.median(stock), statistics.median(grae)
-    print(f"\nmodel {args.model}, 16 prompts x 8 samples, {args.rounds} rounds x {args.steps - args.warmup} timed steps each")
     print("| trainer | median s/step |\n|---|---|")
     print(f"| trl.GRPOTrainer | {ms:.3f} |\n| grae GraeTrainer ({args.estimator}) | {mg:.3f} |")
     print(f"overhead: {100 * (mg / ms - 1):+.1f}% (ratio {mg / ms:.3f}; issue 22's target: <= 1.03)")
