@@ -172,6 +172,16 @@ def test_compare_frontier_two_fractions_end_to_end(tmp_path):
                            timeout=600)
     assert again.returncode == 0 and "2 of 2 jobs already finished; running 0" in again.stdout
 
+    # jobs without a sampled held-out evaluation (run with eval.enabled: false, evaluated exactly by compare):
+    # the report still writes, and says why the memorisation diagnostics are missing
+    for after in out.glob("jobs/*/seed0/eval/after.jsonl"):
+        after.unlink()
+    only = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path), "--report-only"],
+                          capture_output=True, text=True, timeout=600)
+    assert only.returncode == 0, only.stdout[-3000:] + only.stderr[-3000:]
+    report = (out / "report.md").read_text()
+    assert "Not computed: no job has a sampled held-out evaluation" in report and "| nsr |" in report
+
 
 def test_ladder_build_is_deterministic_and_the_shipped_base_has_no_guess_mode(tmp_path):
     from safetensors.torch import load_file

@@ -440,9 +440,15 @@ def memorisation_section(cfg: CompareConfig, data: dict) -> list[str]:
     from grae.data import get_task
     from grae.eval.diagnostics import answer_leakage, train_heldout_gap
 
+    heading = ["", "## Memorisation diagnostics (mean over seeds)", ""]
+    sampled = {m: [j for j in cfg.jobs() if j.method == m and (j.output_dir / "eval" / "after.jsonl").exists()]
+               for m in data}
+    if not any(sampled.values()):  # e.g. jobs run with eval.enabled false, evaluated exactly by compare
+        return heading + ["Not computed: no job has a sampled held-out evaluation (`eval/after.jsonl`; the jobs ran "
+                          "with `eval.enabled: false`), and leakage needs sampled answers.", ""]
     base_path = cfg.output_dir / "base" / "before.jsonl"
     base_rows = read_rows(base_path) if base_path.exists() else None
-    lines = ["", "## Memorisation diagnostics (mean over seeds)", "",
+    lines = [*heading,
              *(["From the jobs' own sampled held-out evaluation (`eval/after.jsonl`, the base's `base/before.jsonl`): "
                 "leakage needs sampled answers.", ""] if cfg.eval else []),
              "Gap: pass@1 on the training batches (last 10% of steps) − held-out pass@1. Leakage: share of wrong "
@@ -452,7 +458,10 @@ def memorisation_section(cfg: CompareConfig, data: dict) -> list[str]:
              "|---|---|---|---|---|---|"]
     for method in data:
         gaps, leaks, base_leaks = [], [], []
-        for job in (j for j in cfg.jobs() if j.method == method):
+        if not sampled[method]:
+            lines.append(f"| {method} | – | – | – | – | – |")
+            continue
+        for job in sampled[method]:
             config = cfg.train_config(job)
             try:
                 train_answers = [e["answer"] for e in get_task(config.task.name, **config.task.params).train(
