@@ -6,7 +6,7 @@ import json
 
 from grae.cli.eval_cmd import plain_progress
 from grae.eval.backends import CPU_LARGE_MODEL_BATCH, approx_params, default_batch_size
-from grae.train.callbacks import ZeroSignalWarning, zero_signal_note
+from grae.train.callbacks import ZeroSignalWarning, sparse_signal_note, zero_signal_note
 
 
 def _rows(fracs, reward=0.0):
@@ -41,6 +41,29 @@ def test_report_carries_the_warning(tmp_path):
     cfg = load_config(None, {"output_dir": str(tmp_path)})
     text = write_train_report(tmp_path, cfg, {}, {}, steps=6, train_seconds=1.0).read_text()
     assert "no learning signal" in text
+
+
+def test_sparse_signal_counts_steps_without_gradient_and_names_the_side():
+    # the smollm2 run's pattern: signal in step 1, then most steps with every group all wrong
+    fracs = [0.5] + [1.0] * 28 + [0.5] * 21
+    rows = _rows(fracs, reward=0.03)
+    assert zero_signal_note(rows) is None
+    note = sparse_signal_note(rows)
+    assert note is not None and "28 of 50 logged steps" in note and "rarely right" in note
+    assert "rarely wrong" in sparse_signal_note(_rows(fracs, reward=0.97))
+    assert sparse_signal_note(_rows([0.5] + [1.0] * 24 + [0.5] * 25)) is None      # exactly half: not flagged
+    assert sparse_signal_note([{"step": 1, "reward": 0.0}] * 10) is None          # nothing logged to count
+
+
+def test_report_carries_the_sparse_signal_note(tmp_path):
+    from grae.train.config import load_config
+    from grae.train.report import write_train_report
+
+    rows = _rows([0.5] + [1.0] * 8 + [0.5], reward=0.05)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = load_config(None, {"output_dir": str(tmp_path)})
+    text = write_train_report(tmp_path, cfg, {}, {}, steps=10, train_seconds=1.0).read_text()
+    assert "sparse learning signal: 8 of 10 logged steps" in text and "no learning signal" not in text
 
 
 def test_plain_progress_lines_are_throttled_and_end_with_the_total():

@@ -73,9 +73,9 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
                   f"({100 * (after[first] - before[first]):+.1f} points); pass@{last}: {100 * before[last]:.1f} → "
                   f"{100 * after[last]:.1f} ({100 * (after[last] - before[last]):+.1f} points)", "",
                   "![pass@k](passk.png)", ""]
-    from grae.train.callbacks import zero_signal_note
+    from grae.train.callbacks import sparse_signal_note, zero_signal_note
 
-    note = zero_signal_note(rows)
+    note = zero_signal_note(rows) or sparse_signal_note(rows)
     if note is not None:
         lines += [f"> **Warning — {note}.**", ""]
     if rows:
