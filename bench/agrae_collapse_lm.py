@@ -1,7 +1,7 @@
 """Collapse rates of LM runs from their training logs (issue 22 §3 on the LM; the simulator's version is
 ``bench_agrae_collapse.py``, whose rule and statistics this reuses).
 
-Reads ``JOBS/<arm>/seed<s>/metrics.jsonl`` (a ``grae compare`` job pool). Per run: the base training
+Reads ``JOBS/<arm>/seed<s>/metrics.jsonl`` (a ``grae compare`` job pool) of finished runs. Per run: the base training
 success b0 = mean batch reward over steps 1..``--base-steps`` (lr warm-up: still the base policy), the final
 training success = mean batch reward over the last ``--final-frac`` of the logged steps, the lowest
 20-step mean; **collapsed** if final < 0.5 × b0, **degraded** if final < b0. Each arm is paired with the
@@ -52,7 +52,10 @@ def main() -> None:
     for arm in args.arms:
         runs[arm] = {}
         for seed_dir in sorted((args.jobs / arm).glob("seed*")):
-            metrics = read_metrics(seed_dir / "metrics.jsonl") if (seed_dir / "metrics.jsonl").exists() else []
+            if not (seed_dir / "report.md").exists():  # written when `grae train` ends: a run still going is left out
+                print(f"{arm}/{seed_dir.name}: not finished, left out", file=sys.stderr)
+                continue
+            metrics = read_metrics(seed_dir / "metrics.jsonl")
             if metrics:
                 runs[arm][int(seed_dir.name[4:])] = run_summary(metrics, args.base_steps, args.final_frac)
     ref = runs[args.arms[0]]
