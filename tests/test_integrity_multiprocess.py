@@ -102,9 +102,11 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step(model_dir, tm
     out = tmp_path / "D"
     proc = torchrun_train(model_dir, out, "--max-steps", "60", "--save_steps", "100", "--eval.enabled", "false")
     metrics = out / "metrics.jsonl"
-    wait_for_steps(metrics, 2)
+    wait_for_steps(metrics, 2, proc=proc)
     worker = _worker_of_rank(proc.pid, 1)
-    assert worker is not None, "rank 1's worker not found"
+    if worker is None:
+        log = finish(proc, ok=False, timeout=1)
+        pytest.fail(f"rank 1's worker not found (exit {proc.returncode})\n{log[-4000:]}")
     os.kill(worker, signal.SIGTERM)
     log = finish(proc, ok=False)
     assert "exitcode  : 143" in log and "continue with --resume" in log

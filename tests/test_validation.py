@@ -201,6 +201,27 @@ def test_cli_refuses_in_one_line_with_exit_2(tmp_path, args, match):
     assert len(result.output.strip().splitlines()) <= 2 and "Traceback" not in result.output
 
 
+def test_a_directory_another_process_creates_meanwhile_is_writable(tmp_path, monkeypatch):
+    """The writability probe on a directory that another process (another rank of the same launch)
+    creates between the check and the mkdir: writable, not "File exists" (the rank exited 2)."""
+    from pathlib import Path
+
+    from grae.cli.output import unwritable
+
+    target = tmp_path / "out" / "run"
+    real_mkdir = Path.mkdir
+
+    def racing_mkdir(self, *args, **kwargs):
+        real_mkdir(self, *args, **kwargs)  # the other process's mkdir …
+        return real_mkdir(self, *args, **kwargs)  # … then ours: FileExistsError
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    assert unwritable(target) is None
+    monkeypatch.undo()
+    (tmp_path / "file").write_text("x")
+    assert unwritable(tmp_path / "file" / "run") == f"{tmp_path / 'file'} is not a directory"
+
+
 def test_bad_rows_and_summaries_name_the_file(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"question_id": ["a"], "label": 1}\n{"question_id": "b", "label": 0}\n')

@@ -40,9 +40,12 @@ def unwritable(path: str | os.PathLike, *, is_file: bool = False) -> str | None:
         missing = [target, *target.parents]
         for d in reversed(missing):
             if not d.exists():
-                d.mkdir()
-                created.append(d)
-            elif not d.is_dir():
+                try:
+                    d.mkdir()
+                    created.append(d)
+                except FileExistsError:  # another process (another rank of this launch) made it meanwhile
+                    pass
+            if not d.is_dir():
                 return f"{d} is not a directory"
         with tempfile.NamedTemporaryFile(dir=target, prefix=".grae-probe-"):
             pass

@@ -142,7 +142,8 @@ def register(app: typer.Typer) -> None:
         from grae.train.config import ConfigError, load_config
 
         # several processes (accelerate launch, torchrun): the main one speaks
-        console = make_console(emoji=False, quiet=os.environ.get("RANK", "0") != "0")
+        main_rank = os.environ.get("RANK", "0") == "0"
+        console = make_console(emoji=False, quiet=not main_rank)
         config, overrides = split_args(list(ctx.args))
         for key, value in [("estimator", estimator), ("max_steps", max_steps), ("seed", seed), ("output_dir", output_dir)]:
             if value is not None:
@@ -152,7 +153,8 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "config error", err)
             raise typer.Exit(2) from None
-        check_writable(console, cfg.output_dir, "--output-dir")
+        if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
+            check_writable(console, cfg.output_dir, "--output-dir")
         why = model_unavailable(cfg.model)
         if why:
             error(console, "config error", why)
