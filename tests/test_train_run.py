@@ -37,10 +37,13 @@ def finish(proc, timeout=300, code=0):
     return out
 
 
-def wait_for_steps(metrics, steps: int, timeout: float = 240) -> None:
-    """Until ``metrics`` (a run's metrics.jsonl) holds ``steps`` rows, or ``timeout`` seconds."""
+def wait_for_steps(metrics, steps: int, timeout: float = 240, proc=None) -> None:
+    """Until ``metrics`` (a run's metrics.jsonl) holds ``steps`` rows, ``proc`` (the run) has exited, or
+    ``timeout`` seconds."""
     deadline = time.time() + timeout
     while (not metrics.exists() or len(metrics.read_text().splitlines()) < steps) and time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return
         time.sleep(0.05)
 
 
@@ -130,3 +133,22 @@ def test_lora_run_without_held_out_evaluation(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--peft.rr", "4", "--output-dir", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "peft:" in bad.stdout + bad.stderr
+
+
+def test_resume_from_a_model_only_checkpoint_continues_the_lr_schedule(model_dir, tmp_path):
+    """``save_only_model`` (the smollm2 recipe's disk saver) keeps no scheduler state: a resumed run must
+    not restart a decaying lr schedule at its peak, and says what does restart."""
+    args = ("--trl.save_only_model", "true", "--trl.lr_scheduler_type", "linear", "--trl.warmup_steps", "0",
+            "--trl.learning_rate", "1e-3",
+            "--save_steps", "2", "--eval.enabled", "false")
+    reference = tmp_path / "reference"
+    finish(grae_train(model_dir, reference, "--max-steps", "4", *args))
+    resumed = tmp_path / "resumed"
+    finish(grae_train(model_dir, resumed, "--max-steps", "2", *args))
+    assert not (resumed / "checkpoints" / "checkpoint-2" / "scheduler.pt").exists()
+    log = finish(grae_train(model_dir, resumed, "--max-steps", "4", *args, "--resume"))
+    lr_ref = {r["step"]: r["learning_rate"] for r in read_metrics(reference / "metrics.jsonl")}
+    lr_res = {r["step"]: r["learning_rate"] for r in read_metrics(resumed / "metrics.jsonl")}
+    assert lr_ref[4] < lr_ref[3] < lr_ref[1]          # the schedule decays
+    assert lr_res[3] == pytest.approx(lr_ref[3]) and lr_res[4] == pytest.approx(lr_ref[4])
+    assert "save_only_model" in log and "AdamW's moments" in log

@@ -158,6 +158,35 @@ class ZeroSignalWarning(TrainerCallback):
             self.log(f"warning: {self.note}")
 
 
+def is_model_only(checkpoint: str | Path) -> bool:
+    """A checkpoint saved with ``save_only_model``: weights and trainer state, no optimizer, scheduler or RNG."""
+    return not (Path(checkpoint) / "scheduler.pt").is_file()
+
+
+class ModelOnlyResume(TrainerCallback):
+    """Resuming from a ``save_only_model`` checkpoint. transformers then builds a fresh lr scheduler at step
+    0 and says nothing, so a linear or cosine schedule would restart; this steps the new scheduler forward to
+    the checkpoint's step before the first update and says once in the log what does restart: AdamW's
+    moments and the sampling RNG (their states were never saved)."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
+        import warnings
+
+        if lr_scheduler is None or state.global_step == 0:
+            return
+        scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's wrapper steps per process
+        with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()": intended here
+            warnings.simplefilter("ignore")
+            for _ in range(state.global_step):
+                scheduler.step()
+        self.log(f"warning: resuming from a checkpoint saved with save_only_model: the lr schedule continues "
+                 f"from step {state.global_step} (lr {lr_scheduler.get_last_lr()[0]:.3g}), but AdamW's moments "
+                 "and the sampling RNG start afresh (not saved); set trl.save_only_model false to resume exactly")
+
+
 class TrackerRunConfig(TrainerCallback):
     """grae's part of the run config in TRL's trackers (``report_to``): the estimator and its parameters
     (plus task and sampling) in the W&B run config and as TensorBoard text ``grae/config``, and held-out

@@ -80,10 +80,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         GracefulInterrupt,
         GroupsJsonl,
         MetricsJsonl,
+        ModelOnlyResume,
         RichProgress,
         Snapshots,
         TrackerRunConfig,
         ZeroSignalWarning,
+        is_model_only,
     )
 
     out = Path(cfg.output_dir)
@@ -151,6 +153,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
                                 "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, before)
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main, checkpoint=resume_from, log=log),
                  interrupt, ZeroSignalWarning(log)]
+    if resume_from and args.save_only_model and is_model_only(resume_from):
+        callbacks.append(ModelOnlyResume(log))
     if cfg.keep_steps:
         callbacks.append(Snapshots(out, cfg.keep_steps, processing, owner=main))
     watchers = [tracker]  # callbacks that read the trainer (its sampling state, its trackers)
