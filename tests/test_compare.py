@@ -14,6 +14,7 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.compare.grid import ConfigError, expand_methods, load_compare_config  # noqa: E402
 from grae.compare.stats import paired_vs_baseline, two_level_bootstrap  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
+from grae.train.rundir import read_metrics  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 
@@ -76,6 +77,36 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert "2 of 2 jobs already finished; running 0" in third.stdout
     assert "not recorded (no invocation ran a job)" in (tmp_path / "other" / "report.md").read_text()
+
+
+def test_a_training_only_study_reports_from_its_training_logs(tmp_path):
+    """Jobs with eval.enabled false and no study ``eval`` key: the report is the training logs' (it
+    stopped on a missing eval/after.jsonl after every job had trained); eval on for some methods only
+    is refused before anything runs."""
+    model_dir = build_random_tiny(str(tmp_path / "tiny"))
+    raw = yaml.safe_load(write_config(tmp_path, model_dir).read_text())
+    raw["overrides"]["eval"] = {"enabled": False}
+    raw.update(seeds=[0], frontier=[], methods={"grpo": {"estimator": "grpo"}, "agrae": {"estimator": "agrae"}})
+    config = tmp_path / "train_only.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(config)], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = tmp_path / "compare"
+    report = (out / "report.md").read_text()
+    assert "held-out: none (training-only study" in report and "Not computed: a training-only study" in report
+    assert "| grpo | pass@1 |" in report and "| agrae | pass@1 |" in report  # pass@k on the training batches
+    assert (out / "dynamics.png").stat().st_size > 0 and not (out / "passk.png").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["heldout"] is False and set(summary["update_allocation"]) == {"grpo", "agrae"}
+    omega = [r["omega"] for r in read_metrics(out / "jobs" / "agrae" / "seed0" / "metrics.jsonl")]
+    assert summary["update_allocation"]["agrae"]["omega"][-1] == pytest.approx(omega[-1], abs=1e-4)
+
+    raw["methods"]["agrae"]["eval.enabled"] = True
+    raw["output_dir"] = str(tmp_path / "mixed")
+    config.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"eval.enabled: false for \['grpo'\] but true for \['agrae'\]"):
+        load_compare_config(config)
 
 
 def test_sweeps_expand_and_bad_configs_fail(tmp_path):

@@ -82,6 +82,9 @@ class CompareConfig:
     frontier_eval: dict[str, Any] | None = None
     #: compare's own held-out evaluation of every model ({exact, num_problems, n}; module docstring); None = the jobs' own
     eval: dict[str, Any] | None = None
+    #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
+    #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
+    heldout: bool = True
 
     def evaluation(self) -> dict[str, Any] | None:
         """The held-out settings of compare's own evaluations (frontier checkpoints, and with ``eval`` the
@@ -174,12 +177,20 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         raise ConfigError("eval: {} changes nothing; give {exact: true} and/or {num_problems: N, n: N}, or remove it")
     if cfg.eval and cfg.eval.get("exact"):
         _check_enumerable(cfg)
+    evaluated = {}
     for job in cfg.jobs():
         try:
             config = cfg.train_config(job)
         except ConfigError as err:
             raise ConfigError(f"method {job.method!r}: {err}") from None
         check_job_dir(job, config)
+        evaluated.setdefault(config.eval.enabled, []).append(job.method)
+    if not cfg.eval and len(evaluated) == 2:
+        raise ConfigError(f"eval.enabled: false for {sorted(set(evaluated[False]))} but true for "
+                          f"{sorted(set(evaluated[True]))}: their final models would not be compared alike; set "
+                          "eval.enabled the same for every method, or give the study key eval: {n: N} to evaluate "
+                          "every final model with the same settings")
+    cfg.heldout = bool(cfg.eval) or True in evaluated
     return cfg
 
 

@@ -26,11 +26,13 @@ def collect(cfg: CompareConfig) -> dict:
     """Per method: {seed: ProblemCounts after training}, metrics rows per seed, train seconds per seed.
 
     The counts are the job's own held-out evaluation (``eval/after.jsonl``), or with the study key
-    ``eval`` compare's evaluation of the final model (``eval/frontier/step-<max_steps>``)."""
+    ``eval`` compare's evaluation of the final model (``eval/frontier/step-<max_steps>``); none in a
+    training-only study (``cfg.heldout`` false)."""
     data = {}
     for job in cfg.jobs():
         entry = data.setdefault(job.method, {"counts": {}, "metrics": {}, "seconds": {}, "steps": {}, "generated": {}})
-        entry["counts"][job.seed] = final_counts(cfg, job)
+        if cfg.heldout:
+            entry["counts"][job.seed] = final_counts(cfg, job)
         entry["metrics"][job.seed] = read_metrics(job.output_dir / "metrics.jsonl")
         summary = json.loads((job.output_dir / "eval" / "summary.json").read_text())
         entry["seconds"][job.seed] = summary.get("train_seconds", float("nan"))
@@ -77,10 +79,36 @@ def _fmt(iv: Interval, scale: float = 100.0) -> str:
 
 
 def write_compare_report(cfg: CompareConfig) -> Path:
+    data = collect(cfg)
+    return write_heldout_report(cfg, data) if cfg.heldout else write_training_report(cfg, data)
+
+
+def write_training_report(cfg: CompareConfig, data: dict) -> Path:
+    """``report.md`` of a training-only study (every job ran with ``eval.enabled: false`` and the study
+    has no ``eval`` key): budget, training dynamics and pass@k on the training batches, no held-out table."""
+    out = cfg.output_dir
+    plot_dynamics(data, out / "dynamics.png")
+    lines = [f"# {cfg.title or 'grae compare'}", ""]
+    if cfg.notes:
+        lines += [cfg.notes.strip(), ""]
+    lines += budget_lines(cfg, data, ["- held-out: none (training-only study: every job ran with `eval.enabled: "
+                                      "false` and the study has no `eval` key; `eval: {n: N}` would evaluate every "
+                                      "final model)"])
+    lines += ["## Held-out pass@k", "", "Not computed: a training-only study. What follows comes from the training "
+              "logs (`metrics.jsonl`).", ""]
+    lines += frontier_section(cfg, out)
+    lines += dynamics_lines(cfg, data)
+    report = out / "report.md"
+    atomic_write_text(report, "\n".join(lines))
+    atomic_write_json(out / "summary.json", {"heldout": False, "update_allocation": update_allocation(data),
+                                            "baseline": cfg.baseline, "seeds": cfg.seeds})
+    return report
+
+
+def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
     from grae.eval.report import plot_passk_curves
 
     out = cfg.output_dir
-    data = collect(cfg)
     first = next(iter(data.values()))["counts"]
     n_min = min(int(c.n.min()) for entry in data.values() for c in entry["counts"].values())
     ks = powers_of_two(n_min)
@@ -107,34 +135,16 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     if diffs:
         plot_differences(diffs, cfg.baseline, out / "passk_vs_baseline.png")
 
-    steps = sorted({s for e in data.values() for s in e["steps"].values() if s is not None})
-    train_cfg = cfg.train_config(cfg.jobs()[0])
-    trl = train_cfg.trl
-    per_step = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1)
-    total_train = sum(v for e in data.values() for v in e["seconds"].values() if not math.isnan(v))
     lines = [f"# {cfg.title or 'grae compare'}", ""]
     if cfg.notes:
         lines += [cfg.notes.strip(), ""]
-    lines += [
-        "## Budget",
-        "",
-        f"- methods: {len(data)}; seeds per method: {len(cfg.seeds)} ({', '.join(map(str, cfg.seeds))})",
-        f"- steps per run: {_span(steps)}; {per_step} completions per step "
-        f"(G = {trl.get('num_generations', 8)}); {_span([per_step * s for s in steps], thousands=True)} training samples "
-        "per run",
+    lines += budget_lines(cfg, data, [
         f"- held-out: {first[cfg.seeds[0]].num_problems} problems × "
         + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
            f"no sampling), k ≤ {n_min}" if first[cfg.seeds[0]].exact else f"n = {n_min} samples per run")
         + (" — compare's own evaluation of the base, every final model and every frontier checkpoint (study key "
-           f"`eval: {json.dumps(cfg.eval)}`)" if cfg.eval else ""),
-        f"- training wall time: {total_train / 60:.1f} min summed over runs",
-        invocations_line(out, len(cfg.jobs())),
-        *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
-        "- statistics: mean over seeds and problems, 95% crossed seeds × problems interval "
-        "(t, Satterthwaite df; docs/compare.md); "
-        "differences paired by seed against the baseline (grae.compare.stats)",
-        f"- reproduce: `grae compare {cfg.source}`",
-        "",
+           f"`eval: {json.dumps(cfg.eval)}`)" if cfg.eval else "")])
+    lines += [
         "## Held-out pass@k after training (%; mean [95% CI])",
         "",
         "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |",
@@ -159,7 +169,50 @@ def write_compare_report(cfg: CompareConfig) -> Path:
     lines += memorisation_section(cfg, data)
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
-    lines += ["## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
+    lines += dynamics_lines(cfg, data)
+    report = out / "report.md"
+    atomic_write_text(report, "\n".join(lines))
+    atomic_write_json(out / "summary.json", {
+        "heldout": True,
+        "ks": ks, "methods": {m: {str(k): vars(iv) for k, iv in r.items()} for m, r in results.items()},
+        "vs_baseline": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in diffs.items()},
+        "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
+        "vs_base": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in vs_base.items()},
+        "update_allocation": update_allocation(data),
+        "baseline": cfg.baseline, "seeds": cfg.seeds})
+    return report
+
+
+def budget_lines(cfg: CompareConfig, data: dict, heldout: list[str]) -> list[str]:
+    """The report's "Budget" section; ``heldout``: its line(s) on the held-out evaluation."""
+    steps = sorted({s for e in data.values() for s in e["steps"].values() if s is not None})
+    trl = cfg.train_config(cfg.jobs()[0]).trl
+    per_step = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1)
+    total_train = sum(v for e in data.values() for v in e["seconds"].values() if not math.isnan(v))
+    return [
+        "## Budget",
+        "",
+        f"- methods: {len(data)}; seeds per method: {len(cfg.seeds)} ({', '.join(map(str, cfg.seeds))})",
+        f"- steps per run: {_span(steps)}; {per_step} completions per step "
+        f"(G = {trl.get('num_generations', 8)}); {_span([per_step * s for s in steps], thousands=True)} training samples "
+        "per run",
+        *heldout,
+        f"- training wall time: {total_train / 60:.1f} min summed over runs",
+        invocations_line(cfg.output_dir, len(cfg.jobs())),
+        *(per_method_budget(data) + [""] if any(e["generated"].get(s) for e in data.values() for s in e["generated"]) else []),
+        ("- statistics: mean over seeds and problems, 95% crossed seeds × problems interval "
+         "(t, Satterthwaite df; docs/compare.md); differences paired by seed against the baseline (grae.compare.stats)"
+         if cfg.heldout else "- statistics: mean over seeds, 95% interval over seeds (grae.compare.stats)"),
+        f"- reproduce: `grae compare {cfg.source}`",
+        "",
+    ]
+
+
+def dynamics_lines(cfg: CompareConfig, data: dict) -> list[str]:
+    """Training dynamics table and plot, pass@k on the training batches, where the update goes, and the
+    few-seeds note: what the training logs say (``dynamics.png`` is written by the caller)."""
+    group_size = int(cfg.train_config(cfg.jobs()[0]).trl.get("num_generations", 8))
+    lines = ["## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
               "| method | " + " | ".join(f"{label} early → late" for _, label in DYNAMICS[:4]) + " |", "|---|" + "---|" * 4]
     for m, e in data.items():
         cells = []
@@ -168,23 +221,13 @@ def write_compare_report(cfg: CompareConfig) -> Path:
             cells.append(f"{early:.3f} → {late:.3f}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "![dynamics](dynamics.png)", ""]
-    lines += training_passk_lines(data, int(trl.get("num_generations", 8)), draws=cfg.bootstrap)
-    allocation = update_allocation(data)
-    lines += update_allocation_lines(allocation)
+    lines += training_passk_lines(data, group_size, draws=cfg.bootstrap)
+    lines += update_allocation_lines(update_allocation(data))
     if len(cfg.seeds) < 5:
         lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed part of each interval "
                   "rests on few degrees of freedom (t with Satterthwaite df, docs/compare.md): where seeds disagree the "
                   "intervals are wide, and the spread between seeds is itself poorly estimated.", ""]
-    report = out / "report.md"
-    atomic_write_text(report, "\n".join(lines))
-    atomic_write_json(out / "summary.json", {
-        "ks": ks, "methods": {m: {str(k): vars(iv) for k, iv in r.items()} for m, r in results.items()},
-        "vs_baseline": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in diffs.items()},
-        "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
-        "vs_base": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in vs_base.items()},
-        "update_allocation": allocation,
-        "baseline": cfg.baseline, "seeds": cfg.seeds})
-    return report
+    return lines
 
 
 def reference_rows(counts, rows: list[dict], ks) -> list[str]:
