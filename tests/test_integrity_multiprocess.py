@@ -118,3 +118,19 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step(model_dir, tm
     finish(torchrun_train(model_dir, out, "--max-steps", str(step + 1), "--save_steps", "100", "--eval.enabled", "false",
                           "--resume"))
     assert [r["step"] for r in read_metrics(metrics)] == list(range(1, step + 2))
+
+
+def test_a_refusal_on_one_rank_alone_is_named_in_the_launchers_summary(model_dir, tmp_path, monkeypatch):
+    """Only the main rank prints; a config error on another rank alone (here: a reward module that
+    cannot be imported on rank 1, as with a package missing on one node) still reaches the user through
+    torchrun's failure summary, not as a bare "exitcode: 2"."""
+    (tmp_path / "node_reward.py").write_text(
+        "import os\n"
+        "if os.environ.get('RANK') == '1':\n"
+        "    raise ImportError('No module named sympy_on_node_2')\n"
+        "def reward(completions, **kwargs):\n"
+        "    return [0.0] * len(completions)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    log = finish(torchrun_train(model_dir, tmp_path / "D", "--max-steps", "1", "--eval.enabled", "false",
+                                "--reward_funcs", "node_reward:reward"), ok=False)
+    assert "exitcode  : 2" in log and "No module named sympy_on_node_2" in log, log[-3000:]

@@ -27,8 +27,26 @@ def console(**kwargs: Any) -> Any:
 
 
 def error(console: Any, label: str, message: Any) -> None:
-    """One red ``label`` and the message, verbatim."""
+    """One red ``label`` and the message, verbatim; under a launcher, also where it reports a rank's failure."""
     console.print(f"[red]{escape(label)}[/red] {escape(str(message))}", emoji=False, highlight=False, soft_wrap=True)
+    tell_launcher(f"{label} {message}")
+
+
+def tell_launcher(line: str) -> None:
+    """Under ``torchrun``/``accelerate launch`` (``TORCHELASTIC_ERROR_FILE`` set): write ``line`` to the
+    file the launcher reads when this rank fails, so its failure summary names the cause. Every rank but
+    the main one prints nothing, so a refusal on one rank alone (a package missing on one node) would
+    otherwise show only as "exitcode: 2". The launcher ignores the file of a rank that exits 0."""
+    import json
+    import time
+
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    try:
+        Path(path).write_text(json.dumps({"message": line, "timestamp": str(int(time.time()))}))
+    except OSError:
+        pass
 
 
 def unwritable(path: str | os.PathLike, *, is_file: bool = False) -> str | None:
