@@ -152,3 +152,27 @@ def test_resume_from_a_model_only_checkpoint_continues_the_lr_schedule(model_dir
     assert lr_ref[4] < lr_ref[3] < lr_ref[1]          # the schedule decays
     assert lr_res[3] == pytest.approx(lr_ref[3]) and lr_res[4] == pytest.approx(lr_ref[4])
     assert "save_only_model" in log and "AdamW's moments" in log
+
+
+def test_tensorboard_gets_the_estimator_and_held_out_pass_at_k_beside_trls_own_logs(model_dir, tmp_path):
+    """``--trl.report_to tensorboard`` (issue 23 §6): grae's config as text and held-out pass@k before and
+    after training go into the event files TRL writes, under the run, not elsewhere."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, cwd = tmp_path / "run", tmp_path / "cwd"
+    cwd.mkdir()
+    finish(grae_train(model_dir, out, "--max-steps", "2", "--trl.report_to", "tensorboard", "--estimator", "ngrpo",
+                      cwd=cwd))
+    assert not any(cwd.iterdir())  # nothing written outside the run directory
+    summary = json.loads((out / "eval" / "summary.json").read_text())
+    scalars, texts = {}, []
+    for log_dir in {events.parent for events in out.rglob("events.out.tfevents.*")}:
+        acc = EventAccumulator(str(log_dir), size_guidance={"tensors": 0, "scalars": 0}).Reload()
+        scalars.update({tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]})
+        texts += [t.tensor_proto.string_val[0].decode() for tag in acc.Tags()["tensors"] if tag.startswith("grae/config")
+                  for t in acc.Tensors(tag)]
+    assert any(tag.startswith("train/") for tag in scalars)  # TRL's own logs, same event files
+    assert len(texts) == 1 and '"estimator": "ngrpo"' in texts[0]
+    for which in ("before", "after"):
+        for k, value in summary[which].items():
+            assert scalars[f"heldout/{which}/pass@{k}"] == [pytest.approx(value)]

@@ -209,12 +209,17 @@ class TrackerRunConfig(TrainerCallback):
     def _tensorboard(self, args):
         if "tensorboard" not in (args.report_to or []):
             return None
-        for callback in self.trainer.callback_handler.callbacks if self.trainer is not None else []:
-            if getattr(callback, "tb_writer", None) is not None:
-                return callback.tb_writer
-        from torch.utils.tensorboard import SummaryWriter  # after training: TRL's writer is closed
+        from transformers.integrations import TensorBoardCallback
 
-        return SummaryWriter(log_dir=args.logging_dir)
+        callbacks: list = self.trainer.callback_handler.callbacks if self.trainer is not None else []
+        board = next((c for c in callbacks if isinstance(c, TensorBoardCallback)), None)
+        if board is None:
+            return None
+        if board.tb_writer is not None:
+            return board.tb_writer
+        from torch.utils.tensorboard import SummaryWriter  # after training: TRL's writer is closed; same directory
+
+        return SummaryWriter(log_dir=board.logging_dir)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or args.report_to in (None, "none", []):
@@ -278,7 +283,7 @@ class CompletionBudget(TrainerCallback):
 def _restart_jsonl(path: Path, resume_step: int | None) -> None:
     """On resume keep the rows up to the checkpoint step (each step once); on a fresh run, none."""
     if resume_step is not None and path.exists():
-        keep = [line for line in path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= resume_step]
+        keep = [line for line in path.read_text().splitlines() if (step := _step_of(line)) is not None and step <= resume_step]
         atomic_write_text(path, "".join(line + "\n" for line in keep))
     elif resume_step is None and path.exists():
         path.unlink()
