@@ -80,13 +80,13 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
 
 
 def test_a_training_only_study_reports_from_its_training_logs(tmp_path):
-    """Jobs with eval.enabled false and no study ``eval`` key: the report is the training logs' (it
-    stopped on a missing eval/after.jsonl after every job had trained); eval on for some methods only
-    is refused before anything runs."""
+    """Jobs with eval.enabled false and no study ``eval`` key: the report is the training logs' and the
+    checkpoint frontier's (both stopped on a missing eval/after.jsonl after every job had trained); eval
+    on for some methods only is refused before anything runs."""
     model_dir = build_random_tiny(str(tmp_path / "tiny"))
     raw = yaml.safe_load(write_config(tmp_path, model_dir).read_text())
     raw["overrides"]["eval"] = {"enabled": False}
-    raw.update(seeds=[0], frontier=[], methods={"grpo": {"estimator": "grpo"}, "agrae": {"estimator": "agrae"}})
+    raw.update(seeds=[0], frontier=[0.5, 1.0], methods={"grpo": {"estimator": "grpo"}, "agrae": {"estimator": "agrae"}})
     config = tmp_path / "train_only.yaml"
     config.write_text(yaml.safe_dump(raw))
     run = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(config)], capture_output=True, text=True,
@@ -97,6 +97,9 @@ def test_a_training_only_study_reports_from_its_training_logs(tmp_path):
     assert "held-out: none (training-only study" in report and "Not computed: a training-only study" in report
     assert "| grpo | pass@1 |" in report and "| agrae | pass@1 |" in report  # pass@k on the training batches
     assert (out / "dynamics.png").stat().st_size > 0 and not (out / "passk.png").exists()
+    # the frontier evaluates every checkpoint with the jobs' own settings, the final one too (no after.jsonl to reuse)
+    assert "## Checkpoint frontier" in report and set(json.loads((out / "frontier.json").read_text())["methods"]) == {
+        "grpo", "agrae"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["heldout"] is False and set(summary["update_allocation"]) == {"grpo", "agrae"}
     omega = [r["omega"] for r in read_metrics(out / "jobs" / "agrae" / "seed0" / "metrics.jsonl")]

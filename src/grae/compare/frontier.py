@@ -161,7 +161,7 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
             continue
         path = rows_path(job_dir, step)
         after = job_dir / "eval" / "after.jsonl"
-        if step == cfg.max_steps and not frontier_eval and (job_dir / "eval" / "summary.json").exists():
+        if step == cfg.max_steps and not frontier_eval and cfg.eval.enabled and (job_dir / "eval" / "summary.json").exists():
             counts = count_problems(read_rows(after))  # 100 % with the job's own settings: its after rows
             atomic_write_json(curve_path(path), {"step": step, "rows": str(after), "settings": settings,
                                                  **counts_record(counts)})
