@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import grae.rewards as R
@@ -263,12 +263,15 @@ def test_extract_procedural_answer(text, fallback, expected):
 
 LATEXISH = st.sampled_from(
     ["\\boxed", "\\fbox", "{", "}", "\\{", "\\}", "\\\\", "$", "\\frac", "12", "x", " ", "\n", "####", "Answer:",
-     "The answer is", "<answer>", "</answer>", ".", "**", "\\(", "\\)", "é", "\ufffd", "\x00"]
+     "The answer is", "<answer>", "</answer>", ".", "**", "\\(", "\\)", "é", "\ufffd", "\x00",
+     "\xa0", "\u2028", "\x1c", "\u3000"]  # whitespace to str.split() but not to the extractor's strip
 )
 FUZZ_TEXT = st.one_of(st.text(max_size=200), st.lists(LATEXISH, max_size=60).map("".join))
 
 
 @given(FUZZ_TEXT)
+@example("\x1c")  # a tiny model's sample that crashed a held-out evaluation (IndexError)
+@example(" \xa0\u2028")
 def test_extraction_never_raises(text):
     for fn in (R.extract_boxed, R.extract_math_answer, R.extract_final_answer_line, R.extract_answer_tag):
         out = fn(text)

@@ -270,5 +270,6 @@ def extract_procedural_answer(
     m = _LEADING_NUMBER_RE.match(head)
     if m is not None:
         return m.group().rstrip(",")
-    token = head.split(None, 1)[0].rstrip(".,;:!?")
+    words = head.split(None, 1)  # [] when the rest is whitespace beyond _WS (U+00A0, U+2028, \x1c, …)
+    token = words[0].rstrip(".,;:!?") if words else ""
     return token or None
