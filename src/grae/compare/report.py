@@ -88,19 +88,18 @@ def write_training_report(cfg: CompareConfig, data: dict) -> Path:
     has no ``eval`` key): budget, training dynamics and pass@k on the training batches, no held-out table."""
     out = cfg.output_dir
     plot_dynamics(data, out / "dynamics.png")
-    lines = [f"# {cfg.title or 'grae compare'}", ""]
-    if cfg.notes:
-        lines += [cfg.notes.strip(), ""]
+    allocation = update_allocation(data)
+    lines = heading_lines(cfg)
     lines += budget_lines(cfg, data, ["- held-out: none (training-only study: every job ran with `eval.enabled: "
                                       "false` and the study has no `eval` key; `eval: {n: N}` would evaluate every "
                                       "final model)"])
     lines += ["## Held-out pass@k", "", "Not computed: a training-only study. What follows comes from the training "
               "logs (`metrics.jsonl`).", ""]
     lines += frontier_section(cfg, out)
-    lines += dynamics_lines(cfg, data)
+    lines += dynamics_lines(cfg, data, allocation)
     report = out / "report.md"
     atomic_write_text(report, "\n".join(lines))
-    atomic_write_json(out / "summary.json", {"heldout": False, "update_allocation": update_allocation(data),
+    atomic_write_json(out / "summary.json", {"heldout": False, "update_allocation": allocation,
                                             "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
 
@@ -135,9 +134,8 @@ def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
     if diffs:
         plot_differences(diffs, cfg.baseline, out / "passk_vs_baseline.png")
 
-    lines = [f"# {cfg.title or 'grae compare'}", ""]
-    if cfg.notes:
-        lines += [cfg.notes.strip(), ""]
+    allocation = update_allocation(data)
+    lines = heading_lines(cfg)
     lines += budget_lines(cfg, data, [
         f"- held-out: {first[cfg.seeds[0]].num_problems} problems × "
         + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
@@ -169,7 +167,7 @@ def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
     lines += memorisation_section(cfg, data)
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
-    lines += dynamics_lines(cfg, data)
+    lines += dynamics_lines(cfg, data, allocation)
     report = out / "report.md"
     atomic_write_text(report, "\n".join(lines))
     atomic_write_json(out / "summary.json", {
@@ -178,9 +176,14 @@ def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
         "vs_baseline": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in diffs.items()},
         "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
         "vs_base": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in vs_base.items()},
-        "update_allocation": update_allocation(data),
+        "update_allocation": allocation,
         "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
+
+
+def heading_lines(cfg: CompareConfig) -> list[str]:
+    """The report's title and the study's notes."""
+    return [f"# {cfg.title or 'grae compare'}", ""] + ([cfg.notes.strip(), ""] if cfg.notes else [])
 
 
 def budget_lines(cfg: CompareConfig, data: dict, heldout: list[str]) -> list[str]:
@@ -208,9 +211,10 @@ def budget_lines(cfg: CompareConfig, data: dict, heldout: list[str]) -> list[str
     ]
 
 
-def dynamics_lines(cfg: CompareConfig, data: dict) -> list[str]:
-    """Training dynamics table and plot, pass@k on the training batches, where the update goes, and the
-    few-seeds note: what the training logs say (``dynamics.png`` is written by the caller)."""
+def dynamics_lines(cfg: CompareConfig, data: dict, allocation: dict[str, dict[str, list[float]]]) -> list[str]:
+    """Training dynamics table and plot, pass@k on the training batches, where the update goes
+    (``allocation``: :func:`update_allocation`), and the few-seeds note: what the training logs say
+    (``dynamics.png`` is written by the caller)."""
     group_size = int(cfg.train_config(cfg.jobs()[0]).trl.get("num_generations", 8))
     lines = ["## Training dynamics (mean over seeds, first vs last 20% of steps)", "",
               "| method | " + " | ".join(f"{label} early → late" for _, label in DYNAMICS[:4]) + " |", "|---|" + "---|" * 4]
@@ -222,7 +226,7 @@ def dynamics_lines(cfg: CompareConfig, data: dict) -> list[str]:
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "![dynamics](dynamics.png)", ""]
     lines += training_passk_lines(data, group_size, draws=cfg.bootstrap)
-    lines += update_allocation_lines(update_allocation(data))
+    lines += update_allocation_lines(allocation)
     if len(cfg.seeds) < 5:
         lines += [f"Note: {len(cfg.seeds)} seeds per method; with fewer than 5 seeds the seed part of each interval "
                   "rests on few degrees of freedom (t with Satterthwaite df, docs/compare.md): where seeds disagree the "
