@@ -336,6 +336,31 @@ def test_shared_prompt_cache_draws_the_same_samples_as_the_plain_batch(random_mo
     assert shared == plain and len(set(shared[0])) > 1
 
 
+@pytest.mark.parametrize("sharpen, temperature", [(1, 1.0), (40, 0.7)])
+def test_hf_sampler_draws_what_generate_with_temperature_and_top_p_draws(random_model_dir, monkeypatch, sharpen,
+                                                                         temperature):
+    """A random model's near-flat logits take the sort fallback; sharpened, the topk path decides."""
+    from grae.eval import HFSampler, SamplingSettings, load_hf, nucleus
+
+    model, tokenizer, _ = load_hf(str(random_model_dir), device="cpu")
+    model.lm_head.weight.data *= sharpen
+    sorts: list[int] = []
+    sorted_keep = nucleus._sorted_keep
+    monkeypatch.setattr(nucleus, "_sorted_keep", lambda *a: sorts.append(1) or sorted_keep(*a))
+    prompts = ["What is 12 + 7?\nAnswer:", "What is 3 + 25?\nAnswer:"]
+    sampler = HFSampler(model, tokenizer, SamplingSettings(temperature=temperature, top_p=0.9, max_tokens=12))
+    ours = sampler.generate(prompts, 4, seed=5)
+    tokenizer.padding_side = "left"
+    enc = tokenizer([p for p in prompts for _ in range(4)], return_tensors="pt", padding=True)
+    torch.manual_seed(5)
+    out = model.generate(**enc, max_new_tokens=12, do_sample=True, temperature=temperature, top_p=0.9, top_k=0,
+                         pad_token_id=tokenizer.pad_token_id)
+    theirs = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert [text for group in ours for text in group] == theirs
+    assert len(set(theirs)) > 1
+    assert (len(sorts) > 0) == (sharpen == 1)
+
+
 # -- CLI end to end ----------------------------------------------------------------------------------
 
 

@@ -100,7 +100,8 @@ def _starts_with_special(tokenizer, text: str) -> bool:
 
 
 class HFSampler:
-    """Batched ``model.generate`` with left padding, ``do_sample=True``, ``top_k=0``.
+    """Batched ``model.generate`` with left padding, ``do_sample=True``, ``top_k=0``; temperature and
+    top-p as transformers applies them, top-p without sorting the vocabulary (:mod:`grae.eval.nucleus`).
 
     With a ``processor`` (a vision-language model), prompts are rendered by its chat template and
     encoded together with their images.
@@ -158,7 +159,11 @@ class HFSampler:
         if greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
-            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
+            from .nucleus import temperature_nucleus_warper
+
+            # T then top-p as generate(temperature=, top_p=) does, without its full-vocabulary sort per step
+            kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                          logits_processor=[temperature_nucleus_warper(s.temperature, s.top_p)])
         was_training = model.training
         model.eval()
         devices = [device] if device.type == "cuda" else []

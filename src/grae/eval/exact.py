@@ -61,19 +61,14 @@ def task_answer_set(task: Any) -> list[str]:
 
 
 def nucleus_logprobs(logits, temperature: float, top_p: float):
-    """Log-probabilities of the sampling distribution: ``logits / T``, then top-p as transformers'
-    ``TopPLogitsWarper`` (drop the smallest tokens whose cumulative probability ≤ 1 − top_p, keep at
-    least one), renormalised. ``logits``: ``[..., V]``; dropped tokens get −inf."""
+    """Log-probabilities of the sampling distribution: ``logits / T``, then top-p exactly as
+    :class:`grae.eval.backends.HFSampler` applies it (:func:`grae.eval.nucleus.nucleus_filter`),
+    renormalised. ``logits``: ``[..., V]``; dropped tokens get −inf."""
     import torch
 
-    scores = logits.float() / temperature
-    if top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
-        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
-        remove_sorted = cumulative <= (1 - top_p)
-        remove_sorted[..., -1] = False
-        remove = remove_sorted.scatter(-1, order, remove_sorted)
-        scores = scores.masked_fill(remove, float("-inf"))
+    from .nucleus import nucleus_filter
+
+    scores = nucleus_filter(logits.float() / temperature, top_p)
     return torch.log_softmax(scores, dim=-1)
 
 
