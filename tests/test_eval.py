@@ -361,6 +361,49 @@ def test_hf_sampler_draws_what_generate_with_temperature_and_top_p_draws(random_
     assert (len(sorts) > 0) == (sharpen == 1)
 
 
+def test_hf_sampler_on_step_reports_each_decoding_step_and_draws_the_same(random_model_dir):
+    """Progress inside a call (issue 23 §3): one report per token, the samples unchanged (the hook draws
+    nothing), both on the plain batched path and on the shared-prompt path."""
+    from grae.eval import HFSampler, SamplingSettings, load_hf
+
+    model, tokenizer, _ = load_hf(str(random_model_dir), device="cpu")
+    sampler = HFSampler(model, tokenizer, SamplingSettings(temperature=1.0, top_p=0.9, max_tokens=6))
+    for prompts, n in ((["What is 12 + 7?\nAnswer:", "What is 3 + 25?\nAnswer:"], 3), (["What is 1 + 2?\nAnswer:"], 4)):
+        plain = sampler.generate(prompts, n, seed=3)
+        steps: list[tuple[int, int, int]] = []
+        sampler.on_step = lambda *report, into=steps: into.append(report)
+        try:
+            reported = sampler.generate(prompts, n, seed=3)
+        finally:
+            sampler.on_step = None
+        assert reported == plain
+        rows = len(prompts) * n
+        assert steps == [(t, 6, rows) for t in range(1, 7)]  # this model never emits EOS: all 6 tokens
+
+
+def test_eval_wires_decoding_progress_to_the_sampler_and_unhooks_it(random_model_dir, tmp_path):
+    from contextlib import contextmanager
+
+    from grae.eval.jobs import evaluate_tasks
+
+    updates, steps = [], []
+
+    @contextmanager
+    def progress(name, total):
+        def update(done, total):
+            updates.append(done)
+        update.decoding = lambda tokens, max_tokens, sequences: steps.append((name, tokens, max_tokens, sequences))
+        yield update
+
+    done = evaluate_tasks(str(random_model_dir), ["chain_sum"], n=2, num_problems=3, max_tokens=4, batch_size=4,
+                          output=tmp_path / "run", progress=progress)
+    assert updates[-1] == 6
+    calls = [s for s in steps if s[1] == 1]
+    assert len(calls) == 2 and {s[3] for s in calls} == {4, 2}  # 3 problems × 2 in calls of 4 and 2
+    assert [s[1] for s in steps] == [1, 2, 3, 4] * 2 and all(s[0] == "chain_sum" and s[2] == 4 for s in steps)
+    assert done.results["chain_sum"].num_generated == 6
+
+
 # -- CLI end to end ----------------------------------------------------------------------------------
 
 

@@ -79,6 +79,26 @@ def test_plain_progress_lines_are_throttled_and_end_with_the_total():
     assert len(lines) <= 5
 
 
+def test_plain_progress_says_where_a_long_call_is():
+    """A call of a real model on a CPU can decode for minutes before its rows land: the decoding steps
+    show at the same pace as the sample lines, never more often."""
+    now = [0.0]
+    lines = []
+    update = plain_progress("math500", 2000, lines.append, every_s=10.0, clock=lambda: now[0])
+    for token in range(1, 4097):
+        now[0] += 0.25
+        update.decoding(token, 4096, 8)
+    assert len(lines) == 102  # 1,024 s of decoding, a line per 10 s
+    assert lines[0] == "math500: 0/2000 samples; decoding a call of 8 sequences, 40/4096 tokens (10 s)"
+    now[0] += 10.0
+    update(8, 2000)
+    update.decoding(1, 4096, 8)  # a new call right after a sample line: quiet until 10 s pass
+    assert lines[-1].startswith("math500: 8/2000 samples (") and len(lines) == 103
+    now[0] += 10.0
+    update.decoding(40, 4096, 8)
+    assert lines[-1].startswith("math500: 8/2000 samples; decoding a call of 8 sequences, 40/4096 tokens")
+
+
 def test_cpu_eval_batch_is_small_for_a_real_model(tmp_path, monkeypatch):
     import torch
 

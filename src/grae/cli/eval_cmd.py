@@ -13,21 +13,33 @@ from grae.cli.output import console as make_console
 
 def plain_progress(name: str, total: int, emit, every_s: float = 10.0, clock=None):
     """A progress callback ``(done, total)`` that emits ``"<name>: done/total samples (x/s)"`` lines, at most
-    one per ``every_s`` seconds plus the last, for output that is not a terminal."""
+    one per ``every_s`` seconds plus the last, for output that is not a terminal. Its ``decoding(tokens,
+    max_tokens, sequences)`` says at the same pace how far the running call is: rows are written per call,
+    and on a CPU a call can take minutes."""
     import time
 
     clock = clock or time.monotonic
     start = clock()
-    state = {"last": None}
+    state = {"last": None, "done": 0}
 
     def update(done: int, _total: int) -> None:
         now = clock()
+        state["done"] = done
         if done < total and state["last"] is not None and now - state["last"] < every_s:
             return
         state["last"] = now
         rate = done / (now - start) if now > start else 0.0
         emit(f"{name}: {done}/{total} samples ({rate:.2f}/s, {now - start:.0f} s)")
 
+    def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
+        now = clock()
+        if now - (state["last"] if state["last"] is not None else start) < every_s:
+            return
+        state["last"] = now
+        emit(f"{name}: {state['done']}/{total} samples; decoding a call of {sequences} sequences, "
+             f"{tokens}/{max_tokens} tokens ({now - start:.0f} s)")
+
+    update.decoding = decoding
     return update
 
 
@@ -149,7 +161,15 @@ def register(app: typer.Typer) -> None:
             with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                           TimeRemainingColumn(), console=console, transient=True) as bar:
                 job = bar.add_task(name, total=total)
-                yield lambda done, _total: bar.update(job, completed=done)
+
+                def update(done: int, _total: int) -> None:
+                    bar.update(job, completed=done, description=name)
+
+                def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
+                    bar.update(job, description=f"{name} (decoding {tokens}/{max_tokens} tokens × {sequences})")
+
+                update.decoding = decoding
+                yield update
 
         def finished(name: str, result, summary: dict) -> None:
             rate = summary["samples_per_second"]

@@ -6,15 +6,16 @@ Both implement :class:`Sampler`; the runner never needs to know which one it hol
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 #: Sequences per generate call when ``batch_size`` is not given.
 DEFAULT_BATCH_SIZE = {"hf": 64, "vllm": 8192}
-#: hf on a CPU: sequences per generate call for a model above SMALL_MODEL_PARAMS parameters, so that a
-#: 135M model (SmolLM2) writes its first rows and moves the progress line within a minute on 2 cores
+#: hf on a CPU: sequences per generate call for a model above SMALL_MODEL_PARAMS parameters (rows are written
+#: per call). A call runs until its longest sequence ends, so on a CPU a long budget (math tasks default to
+#: 4,096 tokens) can take minutes whatever the batch: progress inside a call comes from ``HFSampler.on_step``.
 CPU_LARGE_MODEL_BATCH = 8
 SMALL_MODEL_PARAMS = 20_000_000
 
@@ -111,9 +112,14 @@ class HFSampler:
 
     ``seed`` seeds the torch RNG for one call inside :func:`torch.random.fork_rng`, so the caller's
     RNG state (e.g. a training loop's) is left untouched.
+
+    ``on_step``, when set, is called as ``on_step(tokens_generated, max_new_tokens, sequences)`` after every
+    decoding step: progress inside a call, which on a CPU can take minutes. It draws nothing, so the
+    samples are the same with or without it.
     """
 
     name = "hf"
+    on_step: Callable[[int, int, int], None] | None = None
 
     def __init__(self, model, tokenizer, settings: SamplingSettings, processor=None):
         self.model = model
@@ -164,6 +170,8 @@ class HFSampler:
             # T then top-p as generate(temperature=, top_p=) does, without its full-vocabulary sort per step
             kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                           logits_processor=[temperature_nucleus_warper(s.temperature, s.top_p)])
+        if self.on_step is not None:
+            kwargs["stopping_criteria"] = _step_reporter(enc["input_ids"].shape[1], max_new, self.on_step)
         was_training = model.training
         model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -204,6 +212,19 @@ class HFSampler:
         if seed is not None:
             torch.manual_seed(seed)
         return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=cache, **kwargs)
+
+
+def _step_reporter(prompt_width: int, max_new: int, on_step: Callable[[int, int, int], None]):
+    """A stopping criterion that never stops: it reports ``(tokens generated, max_new, rows)`` each step."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StepReporter(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):  # input_ids: [B, prompt_width + t]
+            on_step(input_ids.shape[1] - prompt_width, max_new, input_ids.shape[0])
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StepReporter()])
 
 
 class VLLMSampler:

@@ -29,7 +29,9 @@ from . import runner
 from .records import RecordsError, file_stem
 from .runner import EvalResult
 
-#: ``progress(task_name, total_samples)``: a context manager giving ``update(samples_done, samples_total)``
+#: ``progress(task_name, total_samples)``: a context manager giving ``update(samples_done, samples_total)``;
+#: an ``update.decoding(tokens, max_tokens, sequences)`` attribute, when present, also hears every decoding
+#: step of the hf backend (progress inside a call)
 ProgressFactory = Callable[[str, int], AbstractContextManager[Callable[[int, int], None]]]
 
 
@@ -284,12 +286,17 @@ def run_plan(
         else:
             bar = progress(name, len(examples) * n) if progress is not None else nullcontext(None)
             with bar as update:
+                if hasattr(sampler, "on_step"):
+                    sampler.on_step = getattr(update, "decoding", None)
                 try:
                     result = runner.run_samples(sampler, examples, task, n=n, batch_size=plan.batch_size,
                                                 seed=plan.seed, output_path=output / f"{stem}.jsonl",
                                                 settings=plan.meta(planned), progress=update)
                 except RecordsError as err:
                     raise EvalError(err, exit_code=1) from err
+                finally:
+                    if hasattr(sampler, "on_step"):
+                        sampler.on_step = None
             extra = {}
         summary = {**result.summary(), **extra, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
         atomic_write_json(output / f"{stem}.summary.json", summary)
