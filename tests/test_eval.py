@@ -402,6 +402,14 @@ def test_eval_wires_decoding_progress_to_the_sampler_and_unhooks_it(random_model
     assert len(calls) == 2 and {s[3] for s in calls} == {4, 2}  # 3 problems × 2 in calls of 4 and 2
     assert [s[1] for s in steps] == [1, 2, 3, 4] * 2 and all(s[0] == "chain_sum" and s[2] == 4 for s in steps)
     assert done.results["chain_sum"].num_generated == 6
+    # resumed: the count on disk is reported before the first call ends, so progress starts there
+    updates.clear()
+    steps.clear()
+    (tmp_path / "run" / "chain_sum.jsonl").write_text(
+        "".join(line + "\n" for line in (tmp_path / "run" / "chain_sum.jsonl").read_text().splitlines()[:4]))
+    evaluate_tasks(str(random_model_dir), ["chain_sum"], n=2, num_problems=3, max_tokens=4, batch_size=4,
+                   output=tmp_path / "run", progress=progress)
+    assert updates == [4, 6] and [s[3] for s in steps if s[1] == 1] == [2]
 
 
 # -- CLI end to end ----------------------------------------------------------------------------------
