@@ -397,7 +397,7 @@ def test_eval_wires_decoding_progress_to_the_sampler_and_unhooks_it(random_model
 
     done = evaluate_tasks(str(random_model_dir), ["chain_sum"], n=2, num_problems=3, max_tokens=4, batch_size=4,
                           output=tmp_path / "run", progress=progress)
-    assert updates[-1] == 6
+    assert updates == [0, 4, 6]
     calls = [s for s in steps if s[1] == 1]
     assert len(calls) == 2 and {s[3] for s in calls} == {4, 2}  # 3 problems × 2 in calls of 4 and 2
     assert [s[1] for s in steps] == [1, 2, 3, 4] * 2 and all(s[0] == "chain_sum" and s[2] == 4 for s in steps)

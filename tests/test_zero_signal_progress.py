@@ -79,6 +79,18 @@ def test_plain_progress_lines_are_throttled_and_end_with_the_total():
     assert len(lines) <= 5
 
 
+def test_plain_progress_rate_counts_only_the_samples_drawn_here():
+    """A resumed run reports the rows on disk first; they are not part of its rate (a run that resumed at
+    416 of 2000 printed 3.69 samples/s after one call of 16 in 113 s)."""
+    now = [0.0]
+    lines = []
+    update = plain_progress("math500", 2000, lines.append, every_s=10.0, clock=lambda: now[0])
+    update(416, 2000)
+    now[0] += 113.0
+    update(432, 2000)
+    assert lines == ["math500: 416/2000 samples (0.00/s, 0 s)", "math500: 432/2000 samples (0.14/s, 113 s)"]
+
+
 def test_plain_progress_says_where_a_long_call_is():
     """A call of a real model on a CPU can decode for minutes before its rows land: the decoding steps
     show at the same pace as the sample lines, never more often."""

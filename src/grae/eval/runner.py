@@ -235,8 +235,8 @@ def run_samples(
         seed: base seed (see :func:`call_seed`).
         output_path: JSONL file to append rows to and resume from; ``None`` keeps rows in memory.
         settings: recorded next to the rows and checked on resume (keys :data:`RESUME_KEYS`).
-        progress: called as ``progress(samples_done, samples_total)`` after each call, and once before the
-            first when rows were resumed.
+        progress: called as ``progress(samples_done, samples_total)`` once before the first call (the rows
+            resumed) and after each call.
         bootstrap: resamples for the confidence intervals in the result.
     """
     start_time = time.perf_counter()
@@ -265,7 +265,7 @@ def run_samples(
     if any(image is not None for image in images) and not all(image is not None for image in images):
         raise ValueError(f"task {name}: some examples have an image and some do not; evaluate them separately")
     generated = 0
-    if progress is not None and num_resumed:  # where a resumed run starts, before its first call ends
+    if progress is not None:  # where the run starts (a resumed one: the rows on disk), before a call ends
         progress(num_resumed, total)
     try:
         for call in plan_calls(len(examples), n, batch_size):
