@@ -432,10 +432,8 @@ def test_eval_cli_n64_writes_rows_table_figure_and_report(random_model_dir, tmp_
     task = _procedural_task()
     model = _tiny_or_random(random_model_dir)
     out_dir = tmp_path / "run"
-    start = time.perf_counter()
     printed = invoke("eval", model, "--tasks", task, "--n", "64", "--num-problems", "3", "--max-tokens", "8",
                      "--batch-size", "64", "--output", out_dir, "--threads", "1")
-    seconds = time.perf_counter() - start
     rows = read_rows(out_dir / f"{task}.jsonl")
     assert len(rows) == 3 * 64
     assert len({(r["question_id"], r["generation_id"]) for r in rows}) == 192
@@ -448,7 +446,6 @@ def test_eval_cli_n64_writes_rows_table_figure_and_report(random_model_dir, tmp_
     # the printed table holds pass@1 in percent
     assert "pass@k" in printed and f"{100 * curve[1]:.1f}" in printed
     assert (out_dir / "passk.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert seconds < 60, f"n=64 eval took {seconds:.1f}s"
     # grae passk on the same rows agrees with the summary
     again = json.loads(invoke("passk", out_dir / f"{task}.jsonl", "--json", "--bootstrap", "0"))
     assert again["pass@64"] == pytest.approx(curve[64]) and again["pass@1"] == pytest.approx(curve[1])
