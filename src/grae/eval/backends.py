@@ -102,7 +102,8 @@ def _starts_with_special(tokenizer, text: str) -> bool:
 
 class HFSampler:
     """Batched ``model.generate`` with left padding, ``do_sample=True``, ``top_k=0``; temperature and
-    top-p as transformers applies them, top-p without sorting the vocabulary (:mod:`grae.eval.nucleus`).
+    top-p as transformers applies them, top-p without sorting the vocabulary (:mod:`grae.eval.nucleus`);
+    a grouped-query model decodes without copying its key/value heads (:mod:`grae.eval.gqa`).
 
     With a ``processor`` (a vision-language model), prompts are rendered by its chat template and
     encoded together with their images.
@@ -170,13 +171,15 @@ class HFSampler:
             # T then top-p as generate(temperature=, top_p=) does, without its full-vocabulary sort per step
             kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                           logits_processor=[temperature_nucleus_warper(s.temperature, s.top_p)])
+        from .gqa import gqa_decoding
+
         if self.on_step is not None:
             kwargs["stopping_criteria"] = _step_reporter(enc["input_ids"].shape[1], max_new, self.on_step)
         was_training = model.training
         model.eval()
         devices = [device] if device.type == "cuda" else []
         try:
-            with torch.random.fork_rng(devices=devices), torch.no_grad():
+            with torch.random.fork_rng(devices=devices), torch.no_grad(), gqa_decoding(model):
                 out = None
                 if len(prompts) == 1 and per_prompt > 1 and images is None:
                     out = self._generate_shared_prompt(enc["input_ids"][:1], per_prompt, kwargs, seed)
