@@ -53,13 +53,18 @@ def rloo(rewards, group_ids):
     return out
 
 
-def agrae(rewards, group_ids, alpha=1.0, eps=1e-6, sample_level=True, group_level=True, scale=True):
+def agrae(rewards, group_ids, alpha=1.0, eps=1e-6, sample_level=True, group_level=True, scale=True, omega=None):
+    """Eqs. 11–13; ``omega`` replaces Eq. 11's batch mean in both Eq. 12 and Eq. 13 when given."""
     id2score = _groups(rewards, group_ids)
     valid = [r for r in rewards if not math.isnan(r)]
-    omega = sum(valid) / len(valid)  # Eq. 11
+    if omega is None:
+        omega = sum(valid) / len(valid)  # Eq. 11
     base = grpo(rewards, group_ids, eps, scale=scale)
     out = []
-    for a_hat, g in zip(base, group_ids):
+    for a_hat, g, r in zip(base, group_ids, rewards):
+        if math.isnan(r):  # a missing reward: no advantage
+            out.append(0.0)
+            continue
         p = _mean(id2score[g])
         a = a_hat
         if sample_level and 0 < p < 1:  # Eq. 12
@@ -145,3 +150,63 @@ def dgpo(rewards, group_ids, temperature=2.0):
         mad = sum(abs(x - m) for x in v) / len(v)
         adv.append(lam[g] * (r - m) / mad), w.append(1.0)
     return adv, w
+
+
+def recent_mean(batches, n):
+    """The mean of the most recent ``n`` valid rewards over ``batches`` (oldest first), one sample at a time:
+    walk back from the newest batch; a batch that fits whole counts whole; the batch the window cuts
+    through counts as the average over every choice of its samples that fills the window, i.e. its
+    mean times the number taken. (Samples of one batch are equally recent.) Fewer than ``n`` in all:
+    the mean over all of them."""
+    total, taken = 0.0, 0
+    for batch in reversed(batches):
+        valid = [r for r in batch if not math.isnan(r)]
+        if not valid:
+            continue
+        if taken == 0 and len(valid) >= n:  # this batch alone fills the window: all of it, equally recent
+            return _mean(valid)
+        room = n - taken
+        if len(valid) <= room:
+            total, taken = total + sum(valid), taken + len(valid)
+        else:
+            return (total + _mean(valid) * room) / n
+        if taken == n:
+            break
+    return total / taken if taken else float("nan")
+
+
+def unlikeliness_release(rewards, group_ids, logprob, beta=0.25, eps=1e-6):
+    """The authors' release (He, Fried & Welleck, rewarding-unlikely-release), as its procedure reads:
+    per group, rank = argsort(argsort(logprob)) / G (least likely -> 0), score x (1 - rank * beta), then
+    GRPO with the unbiased std + eps. Ties are ordered by position, as argsort does: use distinct log-probs."""
+    shaped = list(rewards)
+    for idx in _members(group_ids).values():
+        size = len(idx)
+        order = sorted(range(size), key=lambda j: (logprob[idx[j]], j))  # argsort
+        rank = [0] * size
+        for position, j in enumerate(order):  # argsort of the argsort
+            rank[j] = position
+        for j, i in enumerate(idx):
+            shaped[i] = rewards[i] * (1 - rank[j] / size * beta)
+    return grpo(shaped, group_ids, eps)
+
+
+def unlikeliness_correct(rewards, group_ids, logprob, beta=0.25, eps=1e-6):
+    """grae's earlier reading: the group's correct samples ranked among themselves, likeliest = 0 (ties:
+    the mean of the ranks they span), correct r x (1 - beta (G - rank) / G); then GRPO."""
+    shaped = list(rewards)
+    for idx in _members(group_ids).values():
+        size = len(idx)
+        correct = sorted((i for i in idx if rewards[i] > 0), key=lambda i: -logprob[i])  # likeliest first
+        for i in correct:
+            ties = [p for p, j in enumerate(correct) if logprob[j] == logprob[i]]
+            rank = sum(ties) / len(ties)
+            shaped[i] = rewards[i] * (1 - beta * (size - rank) / size)
+    return grpo(shaped, group_ids, eps)
+
+
+def _members(group_ids):
+    id2index = defaultdict(list)
+    for i, g in enumerate(group_ids):
+        id2index[g].append(i)
+    return id2index

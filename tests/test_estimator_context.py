@@ -1,51 +1,85 @@
 """Context estimators against independent references, and the context contract of the base class.
 
-unlikeliness is checked against a per-group loop with explicit sorting. (passk and pkpo, defined over
+unlikeliness is checked against per-group loops (tests/reference_estimators.py) written from the authors'
+released procedure (argsort of argsort) and from grae's earlier correct-only reading. (passk and pkpo, defined over
 k-subsets, are checked against brute-force enumeration in tests/test_passk_estimators.py.)
 """
 
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import reference_estimators as ref
 from grae.advantage import CONTEXT_FIELDS, check_context_supported, get_estimator
 from strategies import reward_batches
 
+#: issue 37's worked example: r, logp, and both readings' advantages to 4 decimals, by hand from the procedure
+#: (r̃ = [0, 0.875, 0.9375, 0] and [0, 0.75, 0.8125, 0]). The issue quotes [−0.865, 0.805, 0.925, −0.865] and
+#: [−0.865, 0.796, 0.934, −0.865]: the same values except 0.796, which is 0.79547 (0.795 to 3 decimals).
+ISSUE_R, ISSUE_LP = [0.0, 1.0, 1.0, 0.0], [-0.1, -0.5, -1.0, -2.0]
+ISSUE_RELEASE, ISSUE_CORRECT = [-0.8650, 0.8053, 0.9247, -0.8650], [-0.8646, 0.7955, 0.9338, -0.8646]
 
-def ref_unlikeliness(rewards, group_ids, logprob, beta, eps=1e-6):
-    shaped = list(rewards)
-    for g in set(group_ids):
-        idx = [i for i, x in enumerate(group_ids) if x == g]
-        size = len(idx)
-        correct = sorted((i for i in idx if rewards[i] > 0), key=lambda i: -logprob[i])  # likeliest first
-        for i in correct:
-            ties = [p for p, j in enumerate(correct) if logprob[j] == logprob[i]]
-            rank = sum(ties) / len(ties)
-            shaped[i] = rewards[i] * (1 - beta * (size - rank) / size)
-    out = [0.0] * len(rewards)
-    for g in set(group_ids):
-        idx = [i for i, x in enumerate(group_ids) if x == g]
-        vals = [shaped[i] for i in idx]
-        mean = sum(vals) / len(vals)
-        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-        for i in idx:
-            out[i] = (shaped[i] - mean) / (std + eps)
-    return out
+
+def unlikeliness(r, g, lp, **params):
+    return get_estimator("unlikeliness", **params)(r, g, context={"logprob_mean": lp}).advantages
+
+
+@pytest.mark.parametrize("params, reference, expected", [
+    ({}, ref.unlikeliness_release, ISSUE_RELEASE),
+    ({"rank_over": "correct"}, ref.unlikeliness_correct, ISSUE_CORRECT),
+], ids=["default-is-release", "grae-correct-only"])
+def test_unlikeliness_issue_example(params, reference, expected):
+    r, g, lp = torch.tensor(ISSUE_R), torch.zeros(4, dtype=torch.long), torch.tensor(ISSUE_LP)
+    got = unlikeliness(r, g, lp, **params)
+    assert [round(x, 4) for x in got.tolist()] == expected
+    assert [round(x, 4) for x in reference(ISSUE_R, [0] * 4, ISSUE_LP)] == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(reward_batches(min_size=1, max_size=8, max_groups=4), st.data(), st.sampled_from([0.0, 0.25, 0.6]))
+def test_unlikeliness_default_matches_the_release_procedure(batch, data, beta):
+    """Distinct log-probs (the release orders ties by position); rewards binary or graded."""
+    r, g = batch
+    lp = data.draw(st.lists(st.floats(-8.0, 0.0, allow_nan=False), min_size=len(r), max_size=len(r), unique=True))
+    got = unlikeliness(r, g, torch.tensor(lp, dtype=torch.float64), beta=beta)
+    assert got.tolist() == pytest.approx(ref.unlikeliness_release(r.tolist(), g.tolist(), lp, beta), abs=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
 @given(reward_batches(binary=True, min_size=1, max_size=8, max_groups=4), st.data())
-def test_unlikeliness_matches_reference_with_ties(batch, data):
+def test_unlikeliness_correct_only_matches_reference_with_ties(batch, data):
     r, g = batch
     lp = torch.tensor(data.draw(st.lists(st.sampled_from([-3.0, -2.0, -1.5, -1.0, -0.5]), min_size=len(r),
                                          max_size=len(r))), dtype=torch.float64)
-    got = get_estimator("unlikeliness", beta=0.25)(r, g, context={"logprob_mean": lp}).advantages
-    assert got.tolist() == pytest.approx(ref_unlikeliness(r.tolist(), g.tolist(), lp.tolist(), 0.25), abs=1e-9)
+    got = unlikeliness(r, g, lp, beta=0.25, rank_over="correct")
+    assert got.tolist() == pytest.approx(ref.unlikeliness_correct(r.tolist(), g.tolist(), lp.tolist(), 0.25), abs=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(reward_batches(binary=True, min_size=2, max_size=8, max_groups=4), st.data())
+def test_unlikeliness_ties_do_not_depend_on_batch_order(batch, data):
+    """Tied log-probs share their mean rank (the one departure from the release's argsort): permuting the
+    batch permutes the advantages, and every all-correct group gets the same advantages under both readings
+    (the readings then differ by a constant shift of r̃, which GRPO removes)."""
+    r, g = batch
+    lp = torch.tensor(data.draw(st.lists(st.sampled_from([-2.0, -1.0, -0.5]), min_size=len(r), max_size=len(r))),
+                      dtype=torch.float64)
+    perm = torch.tensor(data.draw(st.permutations(range(len(r)))))
+    a = unlikeliness(r, g, lp)
+    assert unlikeliness(r[perm], g[perm], lp[perm]).tolist() == pytest.approx(a[perm].tolist(), abs=1e-12)
+    b = unlikeliness(r, g, lp, rank_over="correct")
+    for gid in g.unique():
+        rows = g == gid
+        if bool((r[rows] == 1).all()):
+            assert a[rows].tolist() == pytest.approx(b[rows].tolist(), abs=1e-6)
+
+
+def test_unlikeliness_rank_over_is_validated():
+    with pytest.raises(ValueError, match=r"^rank_over: must be one of \('group', 'correct'\)"):
+        get_estimator("unlikeliness", rank_over="all")
 
 
 def test_unlikeliness_favours_the_unlikely_correct_sample_and_beta0_is_grpo():

@@ -104,6 +104,18 @@ def test_worked_values():
     assert est.state_dict() == {"counts": {"7": {"3": 2, "5": 6}}, "step": 4}
 
 
+def test_defaults_are_the_papers_c_and_b0():
+    """Default c = 0.2 (the paper's); UCB-Con's b0 = 0.5: the batch bonuses (0, −1/4, −1/4, 0) enter as 0.2 × them."""
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    g = torch.zeros(4, dtype=torch.long)
+    ctx = {"answer_id": torch.tensor([3, 5, 5, -1]), "prompt_key": torch.tensor([7, 7, 7, 7])}
+    grpo = get_estimator("grpo")(r, g).advantages.double()
+    out = get_estimator("outcome_explore")(r, g, context=ctx)
+    assert torch.allclose(out.advantages.double() - grpo, torch.tensor([0.0, -0.05, -0.05, 0.0], dtype=torch.float64), atol=1e-6)
+    out = get_estimator("outcome_explore", baseline="constant")(r, g, context=ctx)  # 0.2 × (b − 0.5), parsed only
+    assert torch.allclose(out.advantages.double() - grpo, torch.tensor([-0.1, -0.15, -0.15, 0.0], dtype=torch.float64), atol=1e-6)
+
+
 def test_historical_state_round_trip_continues_identically():
     """Two steps, save (through JSON), load into a fresh estimator: the third step is the same as without a break."""
     gen = torch.Generator().manual_seed(0)

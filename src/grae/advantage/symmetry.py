@@ -32,7 +32,7 @@ def scale_positive(advantages: Tensor, factor) -> Tensor:
     return advantages.where(advantages <= 0, advantages * factor)
 
 
-def difficulty_rescale(advantages: Tensor, p: Tensor, *, hard: float, easy: float) -> Tensor:
+def difficulty_rescale(advantages: Tensor, p: Tensor, *, hard: float | Tensor, easy: float | Tensor) -> Tensor:
     """``[N]``: ``hard · Â/√p + easy · Â/√(1−p)`` where 0 < p < 1, and Â where p ∈ {0, 1}.
 
     ``p`` is each sample's group success rate, ``[N]``.
