@@ -86,6 +86,22 @@ def model_unavailable(model: str) -> str | None:
     return None
 
 
+def hub_push_unavailable(trl: dict) -> str | None:
+    """Why ``trl.push_to_hub`` cannot push (hub offline or unreachable, no token), found before the model
+    loads; TRL would find out when it builds the Trainer or at the first save."""
+    if not trl.get("push_to_hub"):
+        return None
+    from huggingface_hub import get_token
+    from huggingface_hub.constants import HF_HUB_OFFLINE
+
+    reason = "HF_HUB_OFFLINE is set" if HF_HUB_OFFLINE else _hub_unreachable()
+    if reason is None and get_token() is None:
+        reason = "no hub token: log in with `hf auth login` or set HF_TOKEN"
+    if reason:
+        return f"trl.push_to_hub: cannot push to the hub ({reason}); drop --push_to_hub, or push final/ later"
+    return None
+
+
 def _hub_unreachable(timeout: float = 3.0) -> str | None:
     import socket
     from urllib.parse import urlparse
@@ -98,6 +114,24 @@ def _hub_unreachable(timeout: float = 3.0) -> str | None:
     except OSError as err:
         return f"{host} unreachable: {err.strerror or err}"
     return None
+
+
+def user_failure(console, err: BaseException, run_dir, *, debug: bool) -> None:
+    """A failure of the user's code (a reward function) in ``err``: its one line first, the traceback to
+    the run's error.log and, with ``--debug``, to the terminal; exit 1. Returns for any other failure."""
+    import traceback
+
+    from grae.train.user_errors import one_line, user_code_error, write_traceback
+
+    cause = user_code_error(err)
+    if cause is None:
+        return
+    log = write_traceback(err, run_dir)
+    where = f"traceback in {log}" if log else "the run directory cannot be written"
+    error(console, "error:", f"{one_line(cause)} ({where}; --debug prints it)")
+    if debug:
+        traceback.print_exception(err)
+    raise typer.Exit(1) from None
 
 
 def _print_help(ctx: typer.Context, _param, value: bool) -> None:
@@ -128,6 +162,8 @@ def register(app: typer.Typer) -> None:
                                     "checkpoint (only max_steps and eval settings may change; a longer run re-evaluates)."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that holds another run and start anew."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the rich progress bar."),
+        debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
+                                   "print the traceback after its one line (it is always in the run's error.log)."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
         tiny model with A-GRAE), evaluate held-out pass@k before and after, and write a report.
@@ -155,7 +191,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
             check_writable(console, cfg.output_dir, "--output-dir")
-        why = model_unavailable(cfg.model)
+        why = model_unavailable(cfg.model) or hub_push_unavailable(cfg.trl)
         if why:
             error(console, "config error", why)
             raise typer.Exit(2)
@@ -181,6 +217,7 @@ def register(app: typer.Typer) -> None:
 
             line = write_failure(err, Path(cfg.output_dir))
             if line is None:
+                user_failure(console, err, Path(cfg.output_dir), debug=debug)
                 raise
             error(console, "error:", line)
             raise typer.Exit(1) from None

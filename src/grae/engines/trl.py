@@ -98,7 +98,7 @@ from trl.trainer.utils import nanmax, nanmin, nanstd, pad
 
 from grae.advantage import EstimatorLike, check_context_supported, get_estimator
 from grae.engines import STATE_FILE
-from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers, recording_generate
+from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers, recording_generate, vllm_logprob_modifiers
 from grae.engines.rows import LEFT_PADDED, concat_rows, pad_value, per_row_tensors, take_rows, trim_padding
 from grae.io import atomic_write_json
 from grae.loss import AGG_MODES, agg_loss, kl_penalty, policy_loss
@@ -141,6 +141,22 @@ def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | 
     if estimator == "grpo" and "eps" not in (params or {}):
         return {**(params or {}), "eps": TRL_STD_EPS}
     return params
+
+
+def scale_rewards_problem(name: str, params: dict[str, Any], trl_scale: str, *, explicit: bool) -> str | None:
+    """Why TRL's ``scale_rewards`` cannot become estimator ``name``'s ``scale`` (``params``: its
+    parameters; ``explicit``: the user set ``scale`` itself), or None. Checked by ``grae train`` before
+    the model loads and by GraeTrainer when it is built."""
+    if "scale" not in params:
+        if trl_scale != TRL_DEFAULT_SCALE:
+            return (f"scale_rewards={trl_scale!r}: estimator {name!r} has no reward-scaling option (its advantage "
+                    "is fixed by its paper's equation); leave scale_rewards at 'group' or use an estimator with a "
+                    "`scale` parameter (grpo, agrae, positive_dominant, negative_dominant, hard_focused, easy_focused).")
+        return None
+    if explicit and trl_scale not in (params["scale"], TRL_DEFAULT_SCALE):
+        return (f"scale_rewards={trl_scale!r} contradicts the estimator's scale={params['scale']!r}; "
+                "set one of them (scale_rewards is the estimator's `scale`).")
+    return None
 
 
 #: Estimator context GraeTrainer always supplies (grae.advantage.CONTEXT_FIELDS). The sequence
@@ -340,21 +356,11 @@ class GraeTrainer(GRPOTrainer):
         if self.multi_objective_aggregation == "normalize_then_sum":
             self._map_normalize_then_sum(name, params)
             return
-        if "scale" not in params:
-            if trl_scale != TRL_DEFAULT_SCALE:
-                raise ValueError(
-                    f"scale_rewards={trl_scale!r}: estimator {name!r} has no reward-scaling option (its advantage "
-                    "is fixed by its paper's equation); leave scale_rewards at 'group' or use an estimator with a "
-                    "`scale` parameter (grpo, agrae, positive_dominant, negative_dominant, hard_focused, easy_focused)."
-                )
-            return
-        if trl_scale == params["scale"] or trl_scale == TRL_DEFAULT_SCALE:
+        why = scale_rewards_problem(name, params, trl_scale, explicit=self._explicit_scale)
+        if why:
+            raise ValueError(why)
+        if "scale" not in params or trl_scale == params["scale"] or trl_scale == TRL_DEFAULT_SCALE:
             return  # agree, or TRL's untouched default defers to the estimator
-        if self._explicit_scale:
-            raise ValueError(
-                f"scale_rewards={trl_scale!r} contradicts the estimator's scale={params['scale']!r}; "
-                "set one of them (scale_rewards is the estimator's `scale`)."
-            )
         logger.info("scale_rewards=%r → estimator %s(scale=%r)", trl_scale, name, trl_scale)
         self.estimator = get_estimator(name, **{**params, "scale": trl_scale})
 
@@ -384,14 +390,17 @@ class GraeTrainer(GRPOTrainer):
 
     # -- advantages ---------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        with _held_records(logging.getLogger(GRPOTrainer.__module__), "All reward functions returned None") as held:
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards_per_func = rewards_per_func  # [N_global, F], gathered across processes
         requires: frozenset[str] = getattr(self.estimator, "requires", frozenset())
         if "prompt_key" in requires:  # this rank's rows; gathered in _estimator_context
             self._local_keys["prompt_key"] = torch.tensor([stable_key(p) for p in prompts], dtype=torch.long)
         if "answer_id" in requires:
             self._local_keys["answer_id"] = torch.tensor(answer_ids(completions, self.answer_fn), dtype=torch.long)
-        self._stop_on_total_reward_failure()
+        self._stop_on_total_reward_failure()  # its one line comes first: TRL's warning only when training goes on
+        for record in held:
+            logging.getLogger(record.name).handle(record)
         return rewards_per_func
 
     def _stop_on_total_reward_failure(self) -> None:
@@ -512,8 +521,11 @@ class GraeTrainer(GRPOTrainer):
         log_softmax(logits / T) of the generating model at each completion token, summed over TRL's
         ``completion_mask`` (up to and including the first EOS). From the first source that has them:
 
-        1. vLLM's sampling log-probs (``sampling_per_token_logps``);
-        2. TRL's ``old_per_token_logps`` (computed when steps are not aligned with generation);
+        1. vLLM's sampling log-probs (``sampling_per_token_logps``), only where they are that quantity: not with
+           top-p / top-k / min-p / a repetition penalty / ``generation_kwargs`` (vLLM returns them after those,
+           :func:`~grae.engines.rollout_logps.vllm_logprob_modifiers`);
+        2. TRL's ``old_per_token_logps`` (computed when steps are not aligned with generation, and on vLLM with
+           its importance-sampling correction, TRL's default);
         3. recorded during ``model.generate`` (:meth:`_generate_single_turn`): TRL's plain generate path;
         4. one no-grad forward pass of the model that generated (no update since), where the recorder does
            not apply: paged / continuous-batching generation, tools (multi-turn), ``rollout_func``,
@@ -521,7 +533,9 @@ class GraeTrainer(GRPOTrainer):
            (``repetition_penalty`` ≠ 1, ...), or ``record_generation_logprobs = False``.
            Image inputs have no fallback yet and are refused.
         """
-        logps = out.get("sampling_per_token_logps")  # [B, T] vLLM's, exactly the rollout policy's
+        logps = out.get("sampling_per_token_logps")  # [B, T] vLLM's processed log-probs
+        if logps is not None and vllm_logprob_modifiers(self.args):
+            logps = None  # after truncation/penalties: not log π_T (the recorder's and the forward pass's)
         if logps is None:
             logps = out.get("old_per_token_logps")  # [B, T] TRL computed them for importance sampling
         recorded = self._recorded_logps(out)  # [B, T] or None; always consumed, so never stale
@@ -893,6 +907,24 @@ def _sampling_config(sampling: SamplingConfig | dict[str, Any] | None) -> Sampli
         raise TypeError(f"sampling: expected a grae.sampling.SamplingConfig or a dict, got {type(sampling).__name__}")
     sampling.check()
     return sampling
+
+
+@contextlib.contextmanager
+def _held_records(logger: logging.Logger, text: str):
+    """Hold back ``logger``'s records whose message holds ``text`` (yields the list they go to)."""
+    held: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        if text in str(record.msg):  # accelerate prefixes "[RANK i] "
+            held.append(record)
+            return False
+        return True
+
+    logger.addFilter(keep)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(keep)
 
 
 @contextlib.contextmanager

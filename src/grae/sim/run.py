@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from grae.advantage import get_estimator
+from grae.advantage import check_context_supported, get_estimator
 from grae.loss import policy_loss
 from grae.metrics import powers_of_two
 from grae.sim.model import Difficulty, SimPolicy, exact_pass_at_k
@@ -83,7 +83,12 @@ class SimConfig:
             if not ok:
                 raise ValueError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
         Difficulty(self.difficulty).sample(1, torch.Generator().manual_seed(0))
-        get_estimator(self.estimator, **self.estimator_params)
+        check_context_supported(get_estimator(self.estimator, **self.estimator_params), SIM_CONTEXT,
+                                "grae sim (its policy draws trajectory indices: no tokens, log-probs or parsed answers)")
+
+
+#: estimator context the simulator supplies (grae.advantage.CONTEXT_FIELDS): none, rewards only
+SIM_CONTEXT: frozenset[str] = frozenset()
 
 
 #: most prompts × trajectories cells (2**26: 256 MB per float32 [P, M] tensor); refused before allocating

@@ -312,6 +312,11 @@ def validate(cfg: TrainConfig) -> None:
         cfg.sampling.check()
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    requires = sorted(getattr(estimator, "requires", ()))
+    if cfg.sampling.active and requires:  # GraeTrainer refuses this only after the model loads
+        raise ConfigError(f"sampling: dynamic sampling and prompt selection do not supply estimator context yet, and "
+                          f"estimator {cfg.estimator!r} requires {', '.join(requires)}; set sampling.dynamic false and "
+                          "sampling.selection uniform, or choose an estimator that needs only rewards")
     funcs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
     if "answer_id" in getattr(estimator, "requires", ()) and "task" not in funcs:
         raise ConfigError(f"estimator: {cfg.estimator!r} needs each completion's parsed answer (context answer_id), which "
@@ -377,6 +382,13 @@ def validate(cfg: TrainConfig) -> None:
         if "scale" not in estimator.params:
             raise ConfigError(f"trl.multi_objective_aggregation='normalize_then_sum': estimator {cfg.estimator!r} reads "
                               "rewards as scores, not z-scores; use 'sum_then_normalize' or a GRPO-family estimator")
+    if args.multi_objective_aggregation != "normalize_then_sum":
+        from grae.engines.trl import scale_rewards_problem
+
+        why = scale_rewards_problem(cfg.estimator, dict(estimator.params), args.scale_rewards,
+                                    explicit="scale" in cfg.estimator_params)
+        if why:
+            raise ConfigError(f"trl.{why}")
     if cfg.sampling.dynamic and args.num_generations < 2:
         raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
                           "a group of one has no reward variance")
@@ -425,6 +437,11 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
     for key, (ok, rule) in TRL_RANGES.items():
         if kwargs.get(key) is not None and not ok(kwargs[key]):
             raise ConfigError(f"trl.{key}: must be {rule}, got {kwargs[key]}")
+    from grae.train.trl_values import check_enumerations
+
+    why = check_enumerations(given)  # TRL checks these only while training, minutes after the model loads
+    if why:
+        raise ConfigError(why)
     try:
         return GRPOConfig(**kwargs)
     except (ValueError, TypeError, ZeroDivisionError, AssertionError, OverflowError) as err:
