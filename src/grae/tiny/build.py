@@ -171,6 +171,12 @@ LADDER_HELDOUT_PARAMS: dict[str, Any] = dict(heldout_size=600, heldout_strata=["
 RECIPES: dict[str, dict[str, Any]] = {
     "v2": {},
     "ladder": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0),
+    # The testbed gate's first attempt (issue 36, studies/design/gate_r3.yaml): the ladder model with its SFT
+    # learning rate held at its peak after warm-up instead of annealed (``min_lr_ratio=1.0``). R2's annealed
+    # base degraded under GRPO at lr 1e-4 within 250 steps; a constant-lr SFT base tolerated 1e-4 and gained
+    # pass@1 in the CPU feasibility probe (../shared/research/cpu.md §5).
+    "ladder-const": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0,
+                         min_lr_ratio=1.0),
 }
 
 

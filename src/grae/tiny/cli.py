@@ -21,7 +21,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     p.add_argument("--vlm", action="store_true", help="build the tiny vision-language model (grae.tiny.vlm)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--recipe", default="v2", choices=sorted(RECIPES),
-                   help="named TinyRecipe variant: v2 (the shipped tiny), ladder (regime R2's base, tiny-ladder)")
+                   help="named TinyRecipe variant: v2 (the shipped tiny), ladder (regime R2's base, tiny-ladder), "
+                        "ladder-const (the gate's attempt 1: ladder with constant-lr SFT)")
     p.add_argument("--sft-steps", type=int, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (determinism holds per thread count)")
     p.add_argument("--no-eval", action="store_true")

@@ -1,0 +1,200 @@
+"""The testbed gate's criteria (issue 36 §1; the rule is in the design file, e.g. studies/design/gate_r3.yaml).
+
+Two steps, each writing JSON and a markdown table under ``--out``:
+
+    python studies/gate_criteria.py base   studies/design/gate_r3.yaml --out studies/reports/gate_r3
+    python studies/gate_criteria.py report studies/design/gate_r3.yaml --out studies/reports/gate_r3
+
+``base`` (before any training; fixes the deciding k). On the design's held-out problems, with every candidate
+answer teacher-forced (:class:`grae.eval.exact.CandidateScorer`, T = 1, top_p = 1):
+
+- the base's exact pass@k and its **format-only oracle** (p / enumerated mass per problem) — criterion a;
+- the **near-miss guesser** with ``w`` = the base's own error spread: the median of |a − gold| over the base's
+  wrong-answer mass, pooled over problems; uniform on the set's answers within ± w of the gold answer;
+- the **answer-prior guesser**: draws answers from the training problems' answer distribution, so
+  p = frequency of the gold answer among the (first seed's) training answers — criterion b with the above;
+- the **sharpening reference**: the base at its best temperature, picked by exact pass@1 on training problems;
+- a **sampled check**: n = 256 samples on the first 100 held-out problems, beside the exact pass@k there;
+- the **deciding k**: the largest k in (16, 64, 256) at which base pass@k ≤ 90 and both guessers are ≥ 15
+  points below the base (none: criterion b fails).
+
+``report`` (after ``grae compare`` of the design): GRPO − oracle at pass@1 and at the deciding k, paired per
+problem with the crossed seeds × problems interval (:mod:`grae.compare.stats`), the train − held-out pass@1
+gap (training reward over the last 10 % of steps, :func:`grae.eval.diagnostics.train_pass1`), and the verdict
+on a, b and c by the design's rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DECIDING_KS = (16, 64, 256)
+TEMPERATURES = (0.5, 0.7, 1.0)
+SAMPLED_PROBLEMS, SAMPLED_N = 100, 256
+TEMPERATURE_PROBLEMS = 200
+
+
+def passk_curve(p: np.ndarray, ks=KS) -> dict[int, float]:
+    """Exact pass@k = mean over problems of 1 − (1 − p)^k, in points."""
+    return {k: float(100 * np.mean(1 - (1 - np.clip(p, 0, 1)) ** k)) for k in ks}
+
+
+def study_setup(design: Path):
+    """The design's base train config (with its overrides), its task and its held-out problems."""
+    from grae.compare.grid import load_compare_config
+    from grae.data import get_task
+
+    study = load_compare_config(design)
+    job = study.jobs()[0]
+    cfg = study.train_config(job)
+    task = get_task(cfg.task.name, **cfg.task.params)
+    return study, cfg, task
+
+
+def candidate_probs(model, tok, task, examples, temperature: float) -> np.ndarray:
+    """``[problems, candidates]`` probabilities of every answer of the task's set (exact enumeration)."""
+    from grae.eval.exact import CandidateScorer
+
+    answers = task.answer_set()
+    scorer = CandidateScorer(model, tok, [task.answer_completion(a) for a in answers], temperature=temperature,
+                             top_p=1.0, max_tokens=None)
+    return np.stack([np.exp(scorer.logprobs(e["prompt"])) for e in examples])
+
+
+def error_spread(probs: np.ndarray, gold_index: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """How far the base's mistakes lie from the gold answer: the mean and the median of |a − gold| over its
+    wrong-answer mass, pooled over problems (each problem's wrong mass weighs 1)."""
+    gold = values[gold_index]  # [P]
+    dist = np.abs(values[None, :] - gold[:, None]).ravel()  # [P·C]
+    wrong = probs.copy()  # [P, C]
+    wrong[np.arange(len(gold)), gold_index] = 0.0
+    weights = (wrong / np.maximum(wrong.sum(axis=1, keepdims=True), 1e-30)).ravel() / len(gold)
+    order = np.argsort(dist, kind="stable")
+    median = dist[order][np.searchsorted(np.cumsum(weights[order]), 0.5)]
+    return {"mean": float((dist * weights).sum()), "median": float(median),
+            "share_at_1": float(weights[dist == 1].sum())}
+
+
+def near_miss(gold_index: np.ndarray, values: np.ndarray, w: int) -> np.ndarray:
+    """p(correct) per problem of the guesser uniform on the set's answers within ± w of the gold answer."""
+    return np.array([1.0 / np.sum(np.abs(values - values[g]) <= w) for g in gold_index])
+
+
+def base_step(design: Path, out: Path, limit: int | None = None) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.eval.runner import evaluate
+    from grae.presets import resolve_model
+
+    study, cfg, task = study_setup(design)
+    torch.set_num_threads(1)
+    path = resolve_model(cfg.model)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    heldout = task.heldout(study.eval["num_problems"] if study.eval else 600)[:limit]
+    train = task.train(cfg.task.train_size, seed=study.seeds[0])
+    answers = task.answer_set()
+    values = np.array([int(a) for a in answers])
+    index = {a: i for i, a in enumerate(answers)}
+    gold_index = np.array([index[str(e["answer"]).strip()] for e in heldout])
+    rows = np.arange(len(heldout))
+
+    probs = candidate_probs(model, tok, task, heldout, 1.0)  # [P, C]
+    p = probs[rows, gold_index]
+    mass = probs.sum(axis=1)
+    oracle = np.where(mass > 0, p / np.maximum(mass, 1e-30), 0.0)
+    spread = error_spread(probs, gold_index, values)
+    w, w_median = int(np.ceil(spread["mean"])), int(spread["median"])
+    near = near_miss(gold_index, values, w)
+    train_answers = [str(e["answer"]).strip() for e in train]
+    freq = {a: train_answers.count(a) / len(train_answers) for a in set(train_answers)}
+    prior = np.array([freq.get(answers[g], 0.0) for g in gold_index])
+
+    # the sharpening reference: best temperature by exact pass@1 on training problems, then on held-out
+    sub = train[:min(TEMPERATURE_PROBLEMS, limit or TEMPERATURE_PROBLEMS)]
+    sub_gold = np.array([index[str(e["answer"]).strip()] for e in sub])
+    by_t = {t: float(100 * candidate_probs(model, tok, task, sub, t)[np.arange(len(sub)), sub_gold].mean())
+            for t in TEMPERATURES}
+    best_t = max(by_t, key=lambda t: by_t[t])
+    p_best = p if best_t == 1.0 else candidate_probs(model, tok, task, heldout, best_t)[rows, gold_index]
+
+    # sampled check on the first 100 held-out problems
+    first = heldout[:min(SAMPLED_PROBLEMS, limit or SAMPLED_PROBLEMS)]
+    sampled = evaluate(model, tok, first, task, n=SAMPLED_N, temperature=1.0, top_p=1.0,
+                       max_tokens=cfg.eval.max_tokens, batch_size=512, seed=0)
+    sampled_curve = {int(k): float(100 * v) for k, v in sampled.curve.items()}
+
+    table = {"base (exact)": passk_curve(p), "format-only oracle": passk_curve(oracle),
+             f"near-miss guesser (w = {w}: the base's mean |error|)": passk_curve(near),
+             "answer-prior guesser (training answers)": passk_curve(prior),
+             f"base at its best temperature (T = {best_t})": passk_curve(p_best),
+             f"(not a criterion) near-miss guesser, w = {w_median} (the base's median |error|)":
+                 passk_curve(near_miss(gold_index, values, w_median))}
+    base_curve, near_curve, prior_curve = table["base (exact)"], passk_curve(near), passk_curve(prior)  # noqa
+    deciding = [k for k in DECIDING_KS if base_curve[k] <= 90 and base_curve[k] - near_curve[k] >= 15
+                and base_curve[k] - prior_curve[k] >= 15]
+    result = {
+        "design": str(design), "model": cfg.model, "problems": len(heldout), "candidates": len(answers),
+        "mass_min": float(mass.min()), "mass_mean": float(mass.mean()), "error_spread": spread, "near_miss_w": w,
+        "temperature_pass1_on_training": by_t, "best_temperature": best_t, "table": table,
+        "sampled_check": {"problems": len(first), "n": SAMPLED_N, "sampled": sampled_curve,
+                          "exact": passk_curve(p[:len(first)])},
+        "deciding_k": max(deciding) if deciding else None,
+        "criterion_a_base": {k: abs(table["format-only oracle"][k] - base_curve[k]) for k in KS},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "base.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "base.md").write_text(base_markdown(result))
+    return result
+
+
+def base_markdown(r: dict[str, Any]) -> str:
+    ks = (1, 16, 64, 256)
+    lines = [f"## The base alone ({r['model']}; {r['problems']} held-out problems × {r['candidates']} candidate "
+             "answers, exact, T = 1)", "",
+             "| policy | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    for name, curve in r["table"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{curve[k]:.1f}" for k in ks) + " |")
+    s = r["sampled_check"]
+    sp = r["error_spread"]
+    lines += ["", f"The base's wrong-answer mass lies at mean |a − gold| {sp['mean']:.2f}, median {sp['median']:.0f}; "
+              f"{100 * sp['share_at_1']:.1f} % of it at ± 1.",
+              f"Enumerated mass: mean {r['mass_mean']:.4f}, min {r['mass_min']:.4f} (1 − mass is outside the "
+              "answer format).", f"Exact pass@1 on {TEMPERATURE_PROBLEMS} training problems by temperature: "
+              + ", ".join(f"T = {t}: {v:.1f}" for t, v in r["temperature_pass1_on_training"].items()) + ".",
+              f"Sampled check ({s['problems']} problems × n = {s['n']}): "
+              + ", ".join(f"pass@{k} sampled {s['sampled'][k]:.1f} vs exact {s['exact'][k]:.1f}"
+                          for k in (1, 16, 64, 256) if k in s["sampled"]) + ".",
+              f"**Deciding k: {r['deciding_k']}** (largest k in {DECIDING_KS} with base ≤ 90 and both guessers "
+              "≥ 15 points below the base).", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=("base", "report"))
+    ap.add_argument("design", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--limit", type=int, default=None, help="first N problems of each set only (a quick check)")
+    a = ap.parse_args(argv)
+    if a.step == "base":
+        r = base_step(a.design, a.out, a.limit)
+        print((a.out / "base.md").read_text())
+        print(f"deciding k: {r['deciding_k']}")
+    else:
+        from gate_report import report_step  # noqa: PLC0415  (studies/ script beside this one)
+
+        report_step(a.design, a.out)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()
