@@ -45,6 +45,16 @@ def _train(*args: str) -> list[str]:
     return ["train", *args, "--output-dir", "{tmp}/run"]
 
 
+def _study(**keys: str) -> dict[str, str]:
+    """A two-method study file (``study.yaml``), training only, with ``keys`` (YAML text) set or replaced."""
+    lines = {"base": "default", "overrides": "{max_steps: 1, eval.enabled: false}", "frontier": "[]",
+             "methods": "{grpo: {estimator: grpo}, rloo: {estimator: rloo}}", "seeds": "[0]", "baseline": "grpo",
+             "output_dir": "{tmp}/study", **keys}
+    return {"study.yaml": "".join(f"{k}: {v}\n" for k, v in lines.items())}
+
+
+COMPARE = ["compare", "{tmp}/study.yaml"]
+
 CASES = [
     # §3: TRL's enumerations, checked against the installed TRL / transformers before anything loads
     Case("report_to bogus", _train("--report_to", "bogus"), 2, "trl.report_to: 'bogus' is not an integration"),
@@ -73,6 +83,23 @@ CASES = [
     # §3: hub actions offline
     Case("push_to_hub offline", _train("--push_to_hub"), 2, "trl.push_to_hub: cannot push to the hub (HF_HUB_OFFLINE",
          patch={"huggingface_hub.constants:HF_HUB_OFFLINE": True}),
+    # §4: grae compare's study file, refused before any job runs
+    Case("compare parallel abc", COMPARE, 2, "parallel: expected an integer >= 1", _study(parallel="abc")),
+    Case("compare parallel [1]", COMPARE, 2, "parallel: expected an integer >= 1", _study(parallel="[1]")),
+    Case("compare parallel 0", COMPARE, 2, "parallel: expected an integer >= 1", _study(parallel="0")),
+    Case("compare bootstrap x", COMPARE, 2, "bootstrap: expected an integer >= 1", _study(bootstrap="x")),
+    Case("compare scalar under sweep", COMPARE, 2, "methods.agrae.sweep.estimator_params.alpha: expected a non-empty list",
+         _study(methods="{grpo: {estimator: grpo}, agrae: {estimator: agrae, sweep: {estimator_params.alpha: 0.5}}}")),
+    Case("compare sweep not a mapping", COMPARE, 2, "methods.grpo.sweep: expected a mapping",
+         _study(methods="{grpo: {estimator: grpo, sweep: [1, 2]}}")),
+    Case("compare method name not text", COMPARE, 2, "methods: method names are text, got 1",
+         _study(methods="{grpo: {estimator: grpo}, 1: {estimator: rloo}}")),
+    Case("compare unwritable output_dir", COMPARE, 2, "output_dir /proc/grae-x/study: cannot write there",
+         _study(output_dir="/proc/grae-x/study")),
+    Case("compare unwritable jobs_dir", COMPARE, 2, "jobs_dir /proc/grae-x/jobs: cannot write there",
+         _study(jobs_dir="/proc/grae-x/jobs")),
+    Case("compare exact eval at temperature 0", COMPARE, 2, "eval.exact: method 'grpo' evaluates at eval.temperature 0.0",
+         _study(overrides="{max_steps: 1, eval.temperature: 0}", eval="{exact: true}")),
 ]
 
 
@@ -82,7 +109,7 @@ def test_hostile_input_ends_in_one_line_naming_the_field(tmp_path, monkeypatch, 
 
     for rel, text in case.files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+        (tmp_path / rel).write_text(text.replace("{tmp}", str(tmp_path)))
     for target, value in case.patch.items():
         module, attribute = target.split(":")
         monkeypatch.setattr(importlib.import_module(module), attribute, value)
@@ -128,3 +155,60 @@ def test_a_reward_function_that_always_raises_prints_its_line_first(tmp_path, mo
         assert "ZeroDivisionError: my reward is broken" in lines[0] and str(run / "error.log") in " ".join(lines)
         assert ("Traceback" in result.output) == debug, result.output
         assert "ZeroDivisionError: my reward is broken" in (run / "error.log").read_text()
+
+
+def _wrong_value(types: tuple[type, ...]):
+    """A YAML value of none of ``types`` (a bool counts as none of them unless bool is listed)."""
+    for value in ("text", 7, [1], {"a": 1}, True):
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return value
+    raise AssertionError(types)
+
+
+def test_every_study_key_refuses_a_wrong_type_in_one_line(tmp_path):
+    """Walks the study-file schema: every key given a value of another type is refused before any job runs,
+    in one line that starts with the key, exit 2 (null too, for the required keys)."""
+    import yaml
+
+    from grae.compare.grid import REQUIRED, STUDY_SCHEMA
+
+    base = yaml.safe_load(_study()["study.yaml"].replace("{tmp}", str(tmp_path)))
+    for key, (types, _) in STUDY_SCHEMA.items():
+        for value in [_wrong_value(types), *([None] if key in REQUIRED else [])]:
+            (tmp_path / "study.yaml").write_text(yaml.safe_dump({**base, key: value}))
+            result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+            lines = result.output.strip().splitlines()
+            assert result.exit_code == 2 and len(lines) == 1, (key, value, result.output, result.exception)
+            assert lines[0].startswith(f"config error {key}: expected"), (key, value, result.output)
+    assert not (tmp_path / "study").exists()
+
+
+def test_a_failed_compare_job_ends_the_study_in_one_line_and_keeps_the_others(tmp_path, monkeypatch):
+    """One job of two fails (its grae train exits 3): the study stops with exit 1 and one summary line
+    naming the job and its log; the other job's results stay on disk; rerunning retries only the failed one."""
+    import sys
+
+    from grae.compare import runner
+
+    ran = []
+
+    def fake_train(job, config_path):  # the job's grae train: rloo fails, grpo finishes (writes its summary)
+        ran.append(job.method)
+        if job.method == "rloo":
+            return [sys.executable, "-c", "print('step 1'); print('error: the reward model crashed'); raise SystemExit(3)"]
+        summary = job.output_dir / "eval" / "summary.json"
+        return [sys.executable, "-c", f"import pathlib; p = pathlib.Path({str(summary)!r}); "
+                                      "p.parent.mkdir(parents=True, exist_ok=True); p.write_text('{}')"]
+
+    monkeypatch.setattr(runner, "job_command", fake_train)
+    (tmp_path / "study.yaml").write_text(_study()["study.yaml"].replace("{tmp}", str(tmp_path)))
+    result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+    assert result.exit_code == 1, (result.output, result.exception)
+    last = " ".join(result.output.strip().splitlines()[-1].split())
+    log = tmp_path / "study" / "jobs" / "rloo" / "seed0" / "train.log"
+    assert last.startswith("error: 1 of 2 jobs failed (rloo/seed0); rloo/seed0's log: ") and str(log) in last, last
+    assert "last line: error: the reward model crashed" in last and "Traceback" not in result.output
+    assert (tmp_path / "study" / "jobs" / "grpo" / "seed0" / "eval" / "summary.json").exists()
+    ran.clear()
+    CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+    assert ran == ["rloo"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from grae.cli.output import error
+from grae.cli.output import check_writable, error
 
 
 def register(app: typer.Typer) -> None:
@@ -39,9 +39,18 @@ def register(app: typer.Typer) -> None:
                       f"{'or lack the study eval settings rows ' if cfg.eval else ''}"
                       f"(first: {missing[0].output_dir}); run without --report-only to train or evaluate them")
                 raise typer.Exit(2)
+        check_writable(console, cfg.output_dir, "output_dir")  # before any job runs
+        if cfg.jobs_dir is not None and not report_only:
+            check_writable(console, cfg.jobs_dir, "jobs_dir")
         started, t0 = time.time(), time.perf_counter()
         if not report_only:
-            seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+            from grae.compare.runner import JobsFailed
+
+            try:
+                seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+            except JobsFailed as err:
+                error(console, "error:", err)
+                raise typer.Exit(1) from None
             if seconds:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
         report = write_compare_report(cfg)

@@ -46,8 +46,27 @@ import yaml
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 
-KEYS = {"base", "overrides", "methods", "seeds", "baseline", "output_dir", "jobs_dir", "parallel", "bootstrap", "title",
-        "notes", "frontier", "frontier_eval", "eval"}
+#: every key of a study file: (the YAML types it takes, what it is); null is taken where a key is optional
+STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
+    "base": ((str,), "a train recipe name or a YAML path"),
+    "overrides": ((dict,), "a mapping of train-config keys applied to every job"),
+    "methods": ((dict,), "a mapping: method name -> train-config overrides"),
+    "seeds": ((list,), "a list of distinct integers"),
+    "baseline": ((str,), "the name of one of the methods"),
+    "output_dir": ((str,), "a directory path"),
+    "jobs_dir": ((str,), "a directory path"),
+    "parallel": ((int,), "an integer >= 1 (jobs at once)"),
+    "bootstrap": ((int,), "an integer >= 1 (bootstrap draws, e.g. 2000)"),
+    "title": ((str,), "text"),
+    "notes": ((str,), "text"),
+    "frontier": ((list,), "a list of training fractions in (0, 1]"),
+    "frontier_eval": ((dict,), "a mapping {num_problems: N, n: N}"),
+    "eval": ((dict,), "a mapping {exact: true|false, num_problems: N, n: N}"),
+}
+KEYS = set(STUDY_SCHEMA)
+REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
+#: keys with a lower bound: key -> least value
+MINIMUM = {"parallel": 1, "bootstrap": 1}
 
 
 @dataclass
@@ -116,6 +135,8 @@ def _slug(method: str) -> str:
 def expand_methods(methods: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, spec in methods.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"methods: method names are text, got {name!r}; quote it ('{name}': …)")
         if not isinstance(spec, dict):
             raise ConfigError(f"methods.{name}: expected a mapping of train-config overrides, got {spec!r}")
         spec = dict(spec)
@@ -124,6 +145,12 @@ def expand_methods(methods: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if not sweep:
             out[name] = flat
             continue
+        if not isinstance(sweep, dict):
+            raise ConfigError(f"methods.{name}.sweep: expected a mapping of dotted keys to lists of values, got {sweep!r}")
+        for key, values in sweep.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"methods.{name}.sweep.{key}: expected a non-empty list of values, got {values!r}; "
+                                  f"a single value belongs beside the sweep ({key}: {values!r})")
         keys = list(sweep)
         for values in itertools.product(*(sweep[k] for k in keys)):
             label = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, values))
@@ -154,9 +181,10 @@ def load_compare_config(path: str | Path) -> CompareConfig:
     unknown = set(raw) - KEYS
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {sorted(unknown)}; valid: {sorted(KEYS)}")
-    for key in ("base", "methods", "seeds", "baseline", "output_dir"):
+    for key in REQUIRED:
         if key not in raw:
             raise ConfigError(f"{path}: missing {key!r}")
+    check_types(raw)
     methods = expand_methods(raw["methods"])
     if raw["baseline"] not in methods:
         raise ConfigError(f"baseline: {raw['baseline']!r} is not one of the methods {sorted(methods)}")
@@ -165,8 +193,8 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         raise ConfigError(f"seeds: expected a list of distinct integers, got {seeds!r}")
     cfg = CompareConfig(base=str(raw["base"]), methods=methods, seeds=seeds, baseline=raw["baseline"],
                         output_dir=Path(raw["output_dir"]), overrides=flatten(raw.get("overrides") or {}),
-                        parallel=int(raw.get("parallel", 1)), bootstrap=int(raw.get("bootstrap", 2000)),
-                        title=raw.get("title", ""), notes=raw.get("notes", ""), source=str(path),
+                        parallel=raw.get("parallel") or 1, bootstrap=raw.get("bootstrap") or 2000,
+                        title=raw.get("title") or "", notes=raw.get("notes") or "", source=str(path),
                         jobs_dir=Path(raw["jobs_dir"]) if raw.get("jobs_dir") else None,
                         frontier=_frontier(raw.get("frontier", list(DEFAULT_FRACTIONS))),
                         frontier_eval=_frontier_eval(raw.get("frontier_eval"), "frontier_eval"),
@@ -192,6 +220,17 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                           "every final model with the same settings")
     cfg.heldout = bool(cfg.eval) or True in evaluated
     return cfg
+
+
+def check_types(raw: dict[str, Any]) -> None:
+    """Each key of a study file has its schema's type (:data:`STUDY_SCHEMA`); one line naming it otherwise."""
+    for key, value in raw.items():
+        types, what = STUDY_SCHEMA[key]
+        if value is None and key not in REQUIRED:
+            continue
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types) or (
+                key in MINIMUM and value < MINIMUM[key]):
+            raise ConfigError(f"{key}: expected {what}, got {value!r}")
 
 
 def _frontier(value) -> list[float]:
@@ -223,6 +262,12 @@ def _check_enumerable(cfg: CompareConfig) -> None:
         task_answer_set(get_task(config.task.name, **config.task.params))
     except ExactError as err:
         raise ConfigError(f"eval.exact: {err}; drop eval.exact to evaluate by sampling") from None
+    for job in cfg.jobs():  # exact pass@k is over the sampling distribution: greedy decoding has none
+        temperature = cfg.train_config(job).eval.temperature
+        if temperature <= 0:
+            raise ConfigError(f"eval.exact: method {job.method!r} evaluates at eval.temperature {temperature} (greedy), "
+                              "which has no sampling distribution to enumerate; set eval.temperature > 0 or drop "
+                              "eval.exact")
 
 
 def check_job_dir(job: Job, config: TrainConfig) -> None:

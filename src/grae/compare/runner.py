@@ -71,8 +71,16 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     base_rows = share_base_evaluation(cfg, pending, log)
     threads = max(1, (os.cpu_count() or 1) // max(1, cfg.parallel))
     seconds: dict[str, float] = {}
+    errors: dict[str, str] = {}
 
     def run(job: Job) -> None:
+        try:
+            run_one(job)
+        except Exception as err:  # noqa: BLE001 - one job's failure (a claim refused, a write failed) ends only that job
+            errors[f"{job.method}/seed{job.seed}"] = " ".join(f"{type(err).__name__}: {err}".split())
+            log(f"{job.method} seed {job.seed}: FAILED ({errors[f'{job.method}/seed{job.seed}']})")
+
+    def run_one(job: Job) -> None:
         from grae.eval.runner import settings_path
         from grae.train.config import to_dict
         from grae.train.rundir import claim, release
@@ -106,8 +114,36 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
         list(pool.map(run, pending))
     failed = [j for j in pending if not j.done or (evaluated and not frontier_done(cfg, j))]
     if failed:
-        raise RuntimeError(f"{len(failed)} job(s) failed: " + ", ".join(f"{j.method}/seed{j.seed}" for j in failed))
+        raise JobsFailed(failed, len(jobs), errors)
     return seconds
+
+
+class JobsFailed(RuntimeError):
+    """Some of a study's jobs failed; the others finished and are kept. The message is one line: how many,
+    which, the first one's log (and its last line) and how to retry."""
+
+    def __init__(self, failed: list[Job], total: int, errors: dict[str, str] | None = None):
+        self.failed = failed
+        first = failed[0]
+        name = f"{first.method}/seed{first.seed}"
+        log = first.output_dir / "train.log"
+        why = (errors or {}).get(name) or last_line(log)
+        names = ", ".join(f"{j.method}/seed{j.seed}" for j in failed)
+        super().__init__(f"{len(failed)} of {total} jobs failed ({names}); {name}'s log: {log}"
+                         + (f" (last line: {why})" if why else "")
+                         + f"; the other {total - len(failed)} jobs' results are kept, and rerunning grae compare "
+                         "retries only the failed ones")
+
+
+def last_line(path: Path, tail: int = 4096) -> str:
+    """The last non-empty line of a log file ('' when it has none or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+            lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return " ".join(lines[-1].split()) if lines else ""
 
 
 def share_base_evaluation(cfg: CompareConfig, pending: list[Job], log) -> Path | None:
