@@ -178,6 +178,47 @@ def base_markdown(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def report_step(design: Path, out: Path) -> dict[str, Any]:
+    """GRPO against the base's format-only oracle, paired per problem, and the verdict by the design's rule."""
+    from grae.compare.frontier import curve_path, rows_path
+    from grae.compare.stats import crossed_interval
+    from grae.eval.diagnostics import train_pass1
+    from grae.eval.exact import reference_counts
+    from grae.eval.records import read_rows
+    from grae.eval.stats import count_problems, per_problem_passk
+    from grae.train.rundir import read_metrics
+
+    study, cfg, _ = study_setup(design)
+    base = json.loads((out / "base.json").read_text())
+    k = base["deciding_k"]
+    ks = [1] + ([k] if k else [])
+    base_counts = count_problems(read_rows(study.output_dir / "base" / "frontier.jsonl"))
+    oracle = reference_counts(base_counts)["format-only oracle"]
+    jobs = [j for j in study.jobs() if curve_path(rows_path(j.output_dir, cfg.max_steps)).exists()]
+    per_seed = [count_problems(read_rows(rows_path(j.output_dir, cfg.max_steps))) for j in jobs]
+    diffs = np.stack([per_problem_passk(c.subset(oracle.question_ids), ks) - per_problem_passk(oracle, ks)
+                      for c in per_seed])  # [S, P, K]
+    grpo = np.stack([per_problem_passk(c.subset(oracle.question_ids), ks) for c in per_seed])  # [S, P, K]
+    vs_oracle = crossed_interval(100 * diffs) if len(per_seed) >= 2 else []
+    gaps = [train_pass1(read_metrics(j.output_dir / "metrics.jsonl")) - float(c.p.mean())
+            for j, c in zip(jobs, per_seed)]
+    complete = len(per_seed) == len(study.seeds)
+    a_pass = all(v <= 1 for key, v in base["criterion_a_base"].items() if int(key) in ks)
+    b_pass = k is not None
+    c_pass = bool(vs_oracle) and vs_oracle[0].lo > 3 and float(np.mean(gaps)) < 0.05
+    result = {
+        "design": str(design), "seeds_done": [j.seed for j in jobs], "complete": complete, "deciding_k": k,
+        "grpo": {kk: float(100 * grpo[:, :, i].mean()) for i, kk in enumerate(ks)},
+        "grpo_per_seed_pass1": [float(100 * grpo[s, :, 0].mean()) for s in range(len(per_seed))],
+        "grpo_minus_oracle": {kk: vars(iv) for kk, iv in zip(ks, vs_oracle)},
+        "train_minus_heldout_pass1": [100 * g for g in gaps],
+        "criteria": {"a": a_pass, "b": b_pass, "c": c_pass},
+        "gate": "passes" if (a_pass and b_pass and c_pass and complete) else "fails",
+    }
+    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=("base", "report"))
@@ -190,11 +231,8 @@ def main(argv=None) -> None:
         print((a.out / "base.md").read_text())
         print(f"deciding k: {r['deciding_k']}")
     else:
-        from gate_report import report_step  # noqa: PLC0415  (studies/ script beside this one)
-
-        report_step(a.design, a.out)
+        print(json.dumps(report_step(a.design, a.out), indent=2))
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
-    main()
+    main(sys.argv[1:])

@@ -62,6 +62,23 @@ def test_build_is_deterministic(built, tmp_path):
     assert (built / "tokenizer.json").read_text() == (tmp_path / "tokenizer.json").read_text()
 
 
+def test_stage2_from_a_stage1_build_equals_the_whole_build(built, tmp_path):
+    """`grae tiny build --stage1-from DIR`: stage 2 run on a stage-1-only build's weights gives the weights of
+    the whole build, and a stage-1 build of another recipe (or thread count) is refused, naming the field."""
+    from safetensors.torch import load_file
+
+    stage1 = tmp_path / "stage1"
+    build_tiny(stage1, seed=0, sft_steps=6, evaluate=False, log=lambda *_: None, **{**SMALL, "calib_steps": 0})
+    build_tiny(tmp_path / "two", seed=0, sft_steps=6, evaluate=False, log=lambda *_: None, stage1_from=stage1, **SMALL)
+    a, b = load_file(built / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="stage1_from: .* built with hidden_size=32"):
+        build_tiny(tmp_path / "x", seed=0, sft_steps=6, evaluate=False, log=lambda *_: None, stage1_from=stage1,
+                   **{**SMALL, "hidden_size": 64})
+    with pytest.raises(ValueError, match="not a float32 stage-1-only build"):
+        build_tiny(tmp_path / "y", seed=0, sft_steps=6, evaluate=False, log=lambda *_: None, stage1_from=built, **SMALL)
+
+
 @pytest.mark.skipif(not (tiny_model_path() / "model.safetensors").exists(), reason="no shipped checkpoint")
 def test_shipped_checkpoint_is_partial_solver():
     info = json.loads((tiny_model_path() / "build_info.json").read_text())

@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
         no_eval: bool = typer.Option(False, "--no-eval", help="Skip the held-out pass@k of the built model."),
         eval_problems: int = typer.Option(200, "--eval-problems", help="Held-out problems for that pass@k."),
         eval_samples: int = typer.Option(64, "--eval-samples", help="Samples per problem for that pass@k."),
+        stage1_from: str | None = typer.Option(None, "--stage1-from", metavar="DIR",
+                                               help="A finished stage-1-only build of the same recipe and thread "
+                                                    "count: its weights stand for stage 1, only stage 2 runs."),
         set_: list[str] = typer.Option([], "--set", metavar="FIELD=JSON",
                                        help="Override a recipe field (TinyRecipe; TinyVLMRecipe with --vlm), e.g. "
                                             "--set label_noise=0.5; repeatable."),
@@ -46,6 +49,7 @@ def register(app: typer.Typer) -> None:
                 "--eval-problems", str(eval_problems), "--eval-samples", str(eval_samples)]
         argv += ["--vlm"] * vlm + ["--no-eval"] * no_eval + ["--recipe", recipe] * (recipe != "v2")
         argv += ["--sft-steps", str(sft_steps)] * (sft_steps is not None) + ["--threads", str(threads)] * bool(threads)
+        argv += ["--stage1-from", stage1_from] * (stage1_from is not None)
         for field in set_:
             argv += ["--set", field]
         main(argv)

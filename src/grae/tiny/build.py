@@ -245,6 +245,36 @@ def sft(model, tokenizer, recipe: TinyRecipe, *, stage: int = 1, log_every: int 
     return history
 
 
+#: :class:`TinyRecipe` fields that only stage 2 (calibration) and saving read
+STAGE2_FIELDS = frozenset({"calib_steps", "calib_lr", "calib_warmup_steps", "calib_min_lr_ratio", "label_noise",
+                           "noise_kind", "guess_marker", "guess_deltas", "noise_deltas", "save_dtype"})
+
+
+def load_stage1(path: str | os.PathLike, recipe: TinyRecipe):
+    """``(model, tokenizer, stage-1 history)`` of a finished build at ``path`` that is exactly this recipe's
+    stage 1: no stage 2 of its own, float32 weights, every other field and the torch thread count equal.
+    ValueError naming the first difference otherwise (a build is deterministic only per thread count)."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    info_path = Path(path) / "build_info.json"
+    if not info_path.exists():
+        raise ValueError(f"stage1_from: {path} has no build_info.json (not a finished grae tiny build)")
+    info = json.loads(info_path.read_text())
+    theirs, ours = info["recipe"], json.loads(json.dumps(asdict(recipe)))
+    if theirs.get("calib_steps", 0) != 0 or theirs.get("save_dtype") != "float32":
+        raise ValueError(f"stage1_from: {path} is not a float32 stage-1-only build (calib_steps "
+                         f"{theirs.get('calib_steps')}, save_dtype {theirs.get('save_dtype')})")
+    for key in sorted(set(ours) - STAGE2_FIELDS):
+        if theirs.get(key) != ours[key]:
+            raise ValueError(f"stage1_from: {path} was built with {key}={theirs.get(key)!r}, this recipe has "
+                             f"{ours[key]!r}")
+    if info.get("torch_threads") != torch.get_num_threads():
+        raise ValueError(f"stage1_from: {path} was built with {info.get('torch_threads')} torch threads, this build "
+                         f"runs {torch.get_num_threads()} (pass --threads {info.get('torch_threads')})")
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model, AutoTokenizer.from_pretrained(path), [h for h in info["sft_history"] if h.get("stage") == 1]
+
+
 def build_tiny(
     output_dir: str | os.PathLike,
     *,
@@ -257,6 +287,7 @@ def build_tiny(
     deterministic: bool = True,
     log=print,
     recipe_name: str = "v2",
+    stage1_from: str | os.PathLike | None = None,
     **overrides: Any,
 ) -> Path:
     """Build the tiny model into ``output_dir`` and return the path.
@@ -265,6 +296,8 @@ def build_tiny(
     With ``evaluate=True`` the base pass@k on the held-out set is measured and stored in
     ``build_info.json``.  Deterministic for a fixed ``seed`` and thread count. ``recipe_name`` picks a
     variant of :data:`RECIPES` (``"ladder"``: R2's base); ``overrides`` apply on top of it.
+    ``stage1_from``: a finished build with no stage 2 whose stage-1 fields and thread count equal this
+    recipe's (:func:`load_stage1`); its weights replace stage 1, so only stage 2 runs (the same result).
     """
     if recipe_name not in RECIPES:
         raise ValueError(f"recipe_name {recipe_name!r} unknown; choose one of {', '.join(RECIPES)}")
@@ -281,12 +314,16 @@ def build_tiny(
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    tokenizer = train_tokenizer(recipe.vocab_size, recipe.tokenizer_corpus_per_task, seed=0)
-    model = make_model(recipe, tokenizer)
+    t_sft = time.time()
+    if stage1_from is not None:
+        model, tokenizer, history = load_stage1(stage1_from, recipe)
+    else:
+        tokenizer = train_tokenizer(recipe.vocab_size, recipe.tokenizer_corpus_per_task, seed=0)
+        model = make_model(recipe, tokenizer)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"tiny model: {n_params/1e6:.2f}M params, vocab {len(tokenizer)}")
-    t_sft = time.time()
-    history = sft(model, tokenizer, recipe, stage=1, log=log)
+    if stage1_from is None:
+        history = sft(model, tokenizer, recipe, stage=1, log=log)
     if recipe.calib_steps > 0:
         history += sft(model, tokenizer, recipe, stage=2, log=log)
     sft_seconds = time.time() - t_sft
@@ -299,6 +336,7 @@ def build_tiny(
 
     info: dict[str, Any] = dict(
         recipe_name=recipe_name, recipe=asdict(recipe), n_params=n_params, sft_history=history,
+        **({"stage1_from": str(stage1_from)} if stage1_from is not None else {}),
         sft_seconds=round(sft_seconds, 1), torch_threads=torch.get_num_threads(),
         torch_version=torch.__version__, python=platform.python_version(),
         heldout=dict(task=recipe.task, task_kwargs=recipe.task_kwargs, split="grae.data held-out",

@@ -24,6 +24,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
                    help="named TinyRecipe variant: v2 (the shipped tiny), ladder (regime R2's base, tiny-ladder), "
                         "ladder-const (the gate's attempt 1: ladder with constant-lr SFT)")
     p.add_argument("--sft-steps", type=int, default=None)
+    p.add_argument("--stage1-from", default=None, metavar="DIR",
+                   help="a finished stage-1-only build of the same recipe and thread count: run stage 2 only")
     p.add_argument("--threads", type=int, default=None, help="torch threads (determinism holds per thread count)")
     p.add_argument("--no-eval", action="store_true")
     p.add_argument("--eval-problems", type=int, default=200)
@@ -45,4 +47,4 @@ def main(argv: Sequence[str] | None = None) -> Path:
                               eval_samples=a.eval_samples, num_threads=a.threads, **overrides)
     return build_tiny(a.output_dir, seed=a.seed, sft_steps=a.sft_steps, evaluate=not a.no_eval,
                       eval_problems=a.eval_problems, eval_samples=a.eval_samples,
-                      num_threads=a.threads, recipe_name=a.recipe, **overrides)
+                      num_threads=a.threads, recipe_name=a.recipe, stage1_from=a.stage1_from, **overrides)
