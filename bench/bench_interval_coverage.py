@@ -9,7 +9,7 @@ paired difference, at pass@1, pass@16 and pass@256 (200 problems × 256 samples)
 import argparse
 import time
 
-from grae.compare.coverage import SCENARIOS, coverage
+from grae.compare.coverage import PILOT_SCENARIOS, SCENARIOS, coverage
 
 KS = (1, 16, 256)
 
@@ -21,7 +21,7 @@ def main() -> None:
     start = time.perf_counter()
     print("| scenario | what | " + " | ".join(f"cover@{k}" for k in KS) + " | " + " | ".join(f"width@{k}" for k in KS) + " |")
     print("|---|---|" + "---:|" * (2 * len(KS)))
-    for sc in SCENARIOS:
+    for sc in SCENARIOS + PILOT_SCENARIOS:
         for paired in (False, True):
             cov, width = coverage(sc, KS, repetitions=args.repetitions, paired=paired, seed=7)
             what = "paired difference" if paired else "method mean"

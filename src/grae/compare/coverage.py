@@ -40,6 +40,13 @@ SCENARIOS = (
     Scenario("moderate, 5 seeds", seeds=5, sigma_seed=0.1, sigma_interaction=0.3),
     Scenario("seed-free, 5 seeds", seeds=5),
     Scenario("seed-free, 3 seeds", seeds=3),
+    Scenario("seeds strongly dominate, 3 seeds", seeds=3, sigma_seed=1.0, sigma_interaction=0.1),
+)
+
+#: studies below the 3 seeds a verdict needs (grae.compare.report's pilot banner quotes their coverage)
+PILOT_SCENARIOS = (
+    Scenario("seed-dominated, 2 seeds", seeds=2, sigma_seed=0.5, sigma_interaction=0.2),
+    Scenario("seeds strongly dominate, 2 seeds", seeds=2, sigma_seed=1.0, sigma_interaction=0.1),
 )
 
 

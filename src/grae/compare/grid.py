@@ -16,6 +16,9 @@ Example (``studies/*.yaml``)::
     frontier: [0.1, 0.25, 0.5, 0.75, 1.0]   # default; checkpoint fractions evaluated ([] = off)
     frontier_eval: {num_problems: 200, n: 64}  # optional: cheaper held-out settings for those evaluations
     eval: {exact: true}               # optional: compare evaluates every model itself (below)
+    paired_against: [base, oracle]    # optional: fixed references paired per problem (oracle: needs eval.exact)
+    selected_by: studies/pilot.yaml   # optional: the selecting study (or its seeds); overlapping seeds are refused
+    verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
 
 ``eval:`` (``{exact, num_problems, n}``, instead of ``frontier_eval``): compare evaluates every model of
 the study itself with these held-out settings — the base model (``<output_dir>/base/frontier.jsonl``),
@@ -62,11 +65,18 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "frontier": ((list,), "a list of training fractions in (0, 1]"),
     "frontier_eval": ((dict,), "a mapping {num_problems: N, n: N}"),
     "eval": ((dict,), "a mapping {exact: true|false, num_problems: N, n: N}"),
+    "paired_against": ((str, list), "a reference name or a list of them"),
+    "selected_by": ((list, str), "a list of seeds or the selecting study's config path"),
+    "verdict": ((str,), "text"),
 }
 KEYS = set(STUDY_SCHEMA)
 REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
 #: keys with a lower bound: key -> least value
 MINIMUM = {"parallel": 1, "bootstrap": 1}
+#: fixed references every trained arm can be paired against per problem (``paired_against``)
+REFERENCES = ("base", "oracle")
+#: the fewest seeds per method from which a report draws a verdict; below it the study is a pilot
+MIN_VERDICT_SEEDS = 3
 
 
 @dataclass
@@ -101,6 +111,13 @@ class CompareConfig:
     frontier_eval: dict[str, Any] | None = None
     #: compare's own held-out evaluation of every model ({exact, num_problems, n}; module docstring); None = the jobs' own
     eval: dict[str, Any] | None = None
+    #: fixed references the arms are paired against per problem (``REFERENCES``): "base", and "oracle" = the
+    #: base's format-only oracle (needs ``eval: {exact: true}``)
+    paired_against: list[str] = field(default_factory=lambda: ["base"])
+    #: seeds of the study that selected the candidate(s) under test; this study may not reuse them
+    selected_by: list[int] = field(default_factory=list)
+    #: the study's conclusion, printed under "Verdict"; refused with fewer than MIN_VERDICT_SEEDS seeds
+    verdict: str = ""
     #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
     #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
     heldout: bool = True
@@ -199,6 +216,18 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                         frontier=_frontier(raw.get("frontier", list(DEFAULT_FRACTIONS))),
                         frontier_eval=_frontier_eval(raw.get("frontier_eval"), "frontier_eval"),
                         eval=_frontier_eval(raw.get("eval"), "eval"))
+    cfg.paired_against = _paired_against(raw.get("paired_against", ["base"]), cfg)
+    cfg.selected_by = _selected_by(raw.get("selected_by"), Path(path))
+    reused = sorted(set(cfg.selected_by) & set(seeds))
+    if reused:
+        raise ConfigError(f"seeds: {reused} also selected the candidate (selected_by: {raw['selected_by']!r}); a "
+                          "confirmation uses seeds the selection did not see: replace them, e.g. "
+                          f"seeds: {_fresh_seeds(seeds, cfg.selected_by)}")
+    cfg.verdict = str(raw.get("verdict") or "")
+    if cfg.verdict and len(seeds) < MIN_VERDICT_SEEDS:
+        raise ConfigError(f"verdict: a study with {len(seeds)} seed(s) is a pilot (fewer than {MIN_VERDICT_SEEDS} seeds "
+                          "decide nothing: docs/compare.md); remove verdict, or run at least "
+                          f"{MIN_VERDICT_SEEDS} seeds")
     if cfg.eval and cfg.frontier_eval:
         raise ConfigError("eval and frontier_eval: choose one (eval's settings apply to the frontier's checkpoints too)")
     if cfg.eval is not None and not cfg.eval:
@@ -220,6 +249,46 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                           "every final model with the same settings")
     cfg.heldout = bool(cfg.eval) or True in evaluated
     return cfg
+
+
+def _paired_against(value, cfg: CompareConfig) -> list[str]:
+    """``paired_against``: a reference name or a list of them (:data:`REFERENCES`); "oracle" needs exact rows."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) and n in REFERENCES for n in names):
+        raise ConfigError(f"paired_against: expected one of {list(REFERENCES)} or a list of them, got {value!r}")
+    if "oracle" in names and not (cfg.eval or {}).get("exact"):
+        raise ConfigError("paired_against: oracle needs the base's exact rows (the format-only oracle is the base's "
+                          "p / mass per problem): add eval: {exact: true}")
+    return list(dict.fromkeys(names))
+
+
+def _selected_by(value, source: Path) -> list[int]:
+    """``selected_by``: the seeds that selected this study's candidate — a list of integers, or the path of the
+    selecting study's config (relative to this config's folder or the working directory), whose seeds are read."""
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+        return list(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"selected_by: expected a list of seeds or the selecting study's config path, got {value!r}")
+    for candidate in (source.parent / value, Path(value)):
+        if candidate.is_file():
+            try:
+                seeds = (yaml.safe_load(candidate.read_text()) or {}).get("seeds")
+            except (OSError, yaml.YAMLError, AttributeError):
+                seeds = None
+            if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
+                raise ConfigError(f"selected_by: {candidate} has no list of integer seeds")
+            return seeds
+    raise ConfigError(f"selected_by: no file {value!r} (next to {source} or in the working directory); give the "
+                      "selecting study's config path or its seeds as a list")
+
+
+def _fresh_seeds(seeds: list[int], taken: list[int]) -> list[int]:
+    """As many seeds as ``seeds``, keeping those not in ``taken`` and replacing the rest with unused integers."""
+    used = set(seeds) | set(taken)
+    spare = itertools.count(max(used) + 1)
+    return [s if s not in taken else next(spare) for s in seeds]
 
 
 def check_types(raw: dict[str, Any]) -> None:

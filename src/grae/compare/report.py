@@ -8,8 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from grae.compare.grid import CompareConfig
-from grae.compare.stats import Interval, curve_bands, method_passk, paired_vs_baseline, two_level_bootstrap
+from grae.compare.grid import MIN_VERDICT_SEEDS, CompareConfig
+from grae.compare.stats import (
+    Interval,
+    curve_bands,
+    holm_intervals,
+    method_passk,
+    paired_differences,
+    two_level_bootstrap,
+)
 from grae.eval.records import read_rows
 from grae.eval.report import line_colors
 from grae.eval.stats import count_problems
@@ -112,17 +119,29 @@ def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
     n_min = min(int(c.n.min()) for entry in data.values() for c in entry["counts"].values())
     ks = powers_of_two(n_min)
     results = {m: method_passk(list(e["counts"].values()), ks, draws=cfg.bootstrap) for m, e in data.items()}
-    diffs = {m: paired_vs_baseline(e["counts"], data[cfg.baseline]["counts"], ks, draws=cfg.bootstrap)
-             for m, e in data.items() if m != cfg.baseline}
+    diff_values = {m: paired_differences(e["counts"], data[cfg.baseline]["counts"], ks)
+                   for m, e in data.items() if m != cfg.baseline}
+    diffs = intervals_of(diff_values, ks)
     base_path = base_rows_path(cfg)
-    base, vs_base = None, {}
+    base, vs_base, vs_oracle = None, {}, {}
+    sections: list[str] = []
+    holm: dict[str, dict] = {}
+    if diffs:
+        sections += paired_section(f"Paired difference vs {cfg.baseline}", [], diff_values, ks, holm, "vs_baseline")
     if base_path.exists():
         from grae.eval.stats import per_problem_passk
 
         counts = count_problems(read_rows(base_path))
         base = dict(zip(ks, two_level_bootstrap(per_problem_passk(counts, ks)[None], cfg.bootstrap)))
-        vs_base = {m: paired_vs_baseline(e["counts"], dict.fromkeys(e["counts"], counts), ks, draws=cfg.bootstrap)
-                   for m, e in data.items()}
+        if "base" in cfg.paired_against:
+            values = {m: paired_differences(e["counts"], dict.fromkeys(e["counts"], counts), ks) for m, e in data.items()}
+            vs_base = intervals_of(values, ks)
+            sections += paired_section("Paired difference vs the base model", [
+                "Each seed's per-problem pass@k minus the base model's on the same problem (the base is evaluated "
+                "once: its samples are shared by every seed)."], values, ks, holm, "vs_base")
+        if "oracle" in cfg.paired_against:
+            vs_oracle, oracle_lines = oracle_section(counts, read_rows(base_path), data, ks, holm)
+            sections += oracle_lines
 
     curves = {m: {k: iv.mean for k, iv in r.items()} for m, r in results.items()}
     bands = {m: {k: (iv.lo, iv.hi) for k, iv in r.items()} for m, r in results.items()}
@@ -153,16 +172,8 @@ def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
         lines += reference_rows(counts, read_rows(base_path), ks)
     for m, r in results.items():
         lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
-    lines += ["", f"## Paired difference vs {cfg.baseline} (points; mean [95% CI], p = share of draws on the other side "
-              "of 0)", "",
-              "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
-    lines += [difference_row(m, d, ks) for m, d in diffs.items()]
-    if vs_base:
-        lines += ["", "## Paired difference vs the base model (points; mean [95% CI], p as above)", "",
-                  "Each seed's per-problem pass@k minus the base model's on the same problem (the base is evaluated "
-                  "once: its samples are shared by every seed).", "",
-                  "| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
-        lines += [difference_row(m, d, ks) for m, d in vs_base.items()]
+    lines += sections
+    lines += exact_sampled_lines(cfg, data, ks)
     lines += frontier_section(cfg, out)
     lines += memorisation_section(cfg, data)
     lines += ["", "![pass@k](passk.png)", ""]
@@ -176,14 +187,127 @@ def write_heldout_report(cfg: CompareConfig, data: dict) -> Path:
         "vs_baseline": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in diffs.items()},
         "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
         "vs_base": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in vs_base.items()},
+        "vs_oracle": {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in vs_oracle.items()},
+        "holm": holm,
+        "pilot": pilot_reason(cfg),
         "update_allocation": allocation,
         "baseline": cfg.baseline, "seeds": cfg.seeds})
     return report
 
 
+def intervals_of(values: dict[str, np.ndarray], ks) -> dict[str, dict[int, Interval]]:
+    """``{arm: [seeds, problems, ks] differences}`` → ``{arm: {k: crossed interval}}``."""
+    return {m: dict(zip((int(k) for k in ks), two_level_bootstrap(v))) for m, v in values.items()}
+
+
+def paired_section(title: str, explanation: list[str], values: dict[str, np.ndarray], ks, holm: dict[str, dict],
+                   key: str, fixed: dict[str, np.ndarray] | None = None) -> list[str]:
+    """A paired-difference table (``values``: trained arms; ``fixed``: fixed references, one "seed"), and
+    when it compares several trained arms their Holm-adjusted table (recorded in ``holm[key]``)."""
+    header = ["| method | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    lines = ["", f"## {title} (points; mean [95% CI], p = one-sided t probability of the other sign)", "",
+             *([" ".join(explanation), ""] if explanation else []), *header]
+    lines += [difference_row(m, d, ks) for m, d in intervals_of({**values, **(fixed or {})}, ks).items()]
+    if len(values) >= 2:
+        adjusted = holm_intervals(values, ks)
+        holm[key] = {m: {str(k): vars(iv) for k, iv in d.items()} for m, d in adjusted.items()}
+        lines += ["", f"Holm-adjusted over the {len(values)} trained arms (one family per k): each interval is at its "
+                  "Holm step's level, so it excludes 0 exactly where the adjusted two-sided p is below 0.05 "
+                  "(grae.compare.stats.holm_intervals).", "", *header]
+        lines += [f"| {m} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] "
+                                           f"p_holm={d[k].p_holm:.2f}" for k in ks) + " |" for m, d in adjusted.items()]
+    return lines
+
+
+def oracle_section(counts, rows: list[dict], data: dict, ks, holm: dict[str, dict],
+                   ) -> tuple[dict[str, dict[int, Interval]], list[str]]:
+    """Every trained arm, the base and the other reference policies paired per problem against the base's
+    format-only oracle (``paired_against: oracle``; grae.eval.exact.reference_counts)."""
+    from grae.eval.exact import reference_counts
+
+    references = reference_counts(counts, rows)
+    oracle = references.pop("format-only oracle")
+    values = {m: paired_differences(e["counts"], dict.fromkeys(e["counts"], oracle), ks) for m, e in data.items()}
+    fixed = {name: paired_differences({0: c}, {0: oracle}, ks)
+             for name, c in {"base model": counts, **{f"reference: {n}": c for n, c in references.items()}}.items()}
+    lines = paired_section("Paired difference vs the format-only oracle", [
+        "Each seed's per-problem pass@k minus the format-only oracle's on the same problem: the base with every "
+        "answer outside the enumerated format deleted and the rest renormalised (p / mass; grae.eval.exact). An arm "
+        "below it learned less than deleting the format would give. The base and the references are single fixed "
+        "policies: their intervals are over problems only."], values, ks, holm, "vs_oracle", fixed)
+    return intervals_of({**values, **fixed}, ks), lines
+
+
+def exact_sampled_lines(cfg: CompareConfig, data: dict, ks) -> list[str]:
+    """With exact rows: exact − sampled pass@k where the same model was also sampled (the base's shared
+    evaluation, the jobs' own ``eval/after.jsonl``), and the bound the enumerated mass puts on the gap."""
+    if not (cfg.eval or {}).get("exact"):
+        return []
+    lines = ["", "## Exact − sampled pass@k (points)", "",
+             "Exact pass@k teacher-forces the canonical answer string only; a sample the verifier accepts in another "
+             "form (other tokenisation, spacing) counts in sampled pass@k and not here, so exact is a lower bound. "
+             "Upper bound of the gap: pass@k with the whole mass outside the enumerated set counted correct.", ""]
+    header = ["| model | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    base_exact = cfg.output_dir / "base" / "frontier.jsonl"
+    rows: list[str] = []
+    if base_exact.exists():
+        exact = count_problems(read_rows(base_exact))
+        sampled_path = cfg.output_dir / "base" / "before.jsonl"
+        if sampled_path.exists():
+            rows.append(_gap_row("base model: exact − sampled", {0: exact}, {0: count_problems(read_rows(sampled_path))},
+                                 ks))
+        rows.append(_bound_row("base model: bound from the mass outside the set", exact, ks))
+    for method, entry in data.items():
+        sampled = {job.seed: count_problems(read_rows(job.output_dir / "eval" / "after.jsonl")) for job in cfg.jobs()
+                   if job.method == method and (job.output_dir / "eval" / "after.jsonl").exists()}
+        if sampled:
+            rows.append(_gap_row(f"{method}: exact − sampled", entry["counts"], sampled, ks))
+    if not any(": exact − sampled" in r for r in rows):
+        lines += ["Not measured in this study: no model here was also sampled (the jobs ran with `eval.enabled: false` "
+                  "and the base has no sampled evaluation); the bound below is all the rows give.", ""]
+    return lines + header + rows + [""]
+
+
+def _gap_row(label: str, exact: dict, sampled: dict, ks) -> str:
+    usable = [k for k in ks if all(int(c.n.min()) >= k for c in sampled.values())]
+    gaps = dict(zip(usable, two_level_bootstrap(paired_differences(exact, sampled, usable)))) if usable else {}
+    return f"| {label} | " + " | ".join(f"{100 * gaps[k].mean:+.1f} [{100 * gaps[k].lo:+.1f}, {100 * gaps[k].hi:+.1f}]"
+                                        if k in gaps else "–" for k in ks) + " |"
+
+
+def _bound_row(label: str, exact, ks) -> str:
+    if exact.mass is None:
+        return f"| {label} | " + " | ".join("–" for _ in ks) + " |"
+    upper = np.clip(exact.p + (1 - exact.mass), 0.0, 1.0)
+    bound = [float(np.mean((1 - (1 - upper) ** k) - (1 - (1 - exact.p) ** k))) for k in ks]
+    return f"| {label} | " + " | ".join(f"≤ {100 * b:.1f}" for b in bound) + " |"
+
+
+def pilot_reason(cfg: CompareConfig) -> str | None:
+    """Why a study with fewer than MIN_VERDICT_SEEDS seeds draws no verdict (None with enough seeds)."""
+    seeds = len(cfg.seeds)
+    if seeds >= MIN_VERDICT_SEEDS:
+        return None
+    why = ("with 1 seed every interval is over problems only: which training seed was run is not in it (on R1 "
+           "GRPO's exact held-out pass@1 was 15.1 to 25.8 over 5 seeds)" if seeds == 1 else
+           "with 2 seeds the seed part of each interval rests on about 1 degree of freedom: in simulated studies where "
+           "seeds dominate the paired interval covered 90–92 % at nominal 95 % (docs/compare.md), so its bounds are "
+           "not 95 % bounds")
+    return (f"{seeds} seed(s) per method, fewer than {MIN_VERDICT_SEEDS}: {why}. At {MIN_VERDICT_SEEDS} seeds the "
+            "paired interval covers 93–97 % (docs/compare.md). Read the numbers as a pilot's: they may choose what to "
+            "run next, they decide nothing (no 'keeps', 'narrows' or 'no').")
+
+
 def heading_lines(cfg: CompareConfig) -> list[str]:
-    """The report's title and the study's notes."""
-    return [f"# {cfg.title or 'grae compare'}", ""] + ([cfg.notes.strip(), ""] if cfg.notes else [])
+    """The report's title, the pilot banner (fewer than MIN_VERDICT_SEEDS seeds) or the study's verdict,
+    and the study's notes."""
+    lines = [f"# {cfg.title or 'grae compare'}", ""]
+    reason = pilot_reason(cfg)
+    if reason:
+        lines += [f"> **Pilot: no verdict.** {reason}", ""]
+    elif cfg.verdict:
+        lines += ["## Verdict", "", cfg.verdict.strip(), ""]
+    return lines + ([cfg.notes.strip(), ""] if cfg.notes else [])
 
 
 def budget_lines(cfg: CompareConfig, data: dict, heldout: list[str]) -> list[str]:
