@@ -177,6 +177,11 @@ RECIPES: dict[str, dict[str, Any]] = {
     # pass@1 in the CPU feasibility probe (../shared/research/cpu.md §5).
     "ladder-const": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0,
                          min_lr_ratio=1.0),
+    # Attempt 2 (studies/design/gate_r4.yaml): the ladder model (stage 1 = tiny-ladder) plus a stage 2 in which
+    # half of the targets carry a carry error, answer ± 10 or ± 20, in the answer's own format (no marker), so
+    # the format-only oracle cannot delete them and the base's mistakes lie beyond a near-miss guesser's reach.
+    "ladder-carry": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=600,
+                         noise_kind="delta", noise_deltas=(-20, -10, 10, 20), label_noise=0.5),
 }
 
 
