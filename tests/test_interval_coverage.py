@@ -40,7 +40,8 @@ def test_holm_intervals_agree_with_the_adjusted_p():
     """Three arms' paired differences: the adjusted p are Holm's of the plain two-sided p, the arm ranked
     first gets a 1 − 0.05/3 interval, and an interval excludes 0 exactly where p_holm < 0.05."""
     rng = np.random.default_rng(5)
-    arms = {name: shift + rng.normal(0.0, 1.0, size=(4, 30, 1)) for name, shift in
+    problems = rng.normal(0.0, 0.3, size=(1, 30, 1))  # problem effects: V is the unbiased estimate, not a floor
+    arms = {name: shift + problems + rng.normal(0.0, 1.0, size=(4, 30, 1)) for name, shift in
             (("clear", 1.0), ("borderline", 0.35), ("none", 0.0))}
     plain = {a: crossed_interval(v)[0] for a, v in arms.items()}
     p_two = {a: min(1.0, 2 * iv.p_opposite) for a, iv in plain.items()}
@@ -53,23 +54,31 @@ def test_holm_intervals_agree_with_the_adjusted_p():
         iv = adjusted[a][1]
         assert (iv.lo > 0 or iv.hi < 0) == (iv.p_holm < 0.05), (a, iv)
         assert iv.hi - iv.lo >= plain[a].hi - plain[a].lo - 1e-12  # never narrower than the unadjusted interval
-    assert adjusted["clear"][1].p_holm < 0.05 <= adjusted["none"][1].p_holm
+    assert adjusted["clear"][1].p_holm < 0.05
 
 
-def test_variance_floor_is_the_larger_one_way_part():
-    """Seeds differ, problems do not: MS_problem < MS_resid, so the unbiased V lies below the seed part
-    and the floor max(MS_seed, MS_problem)/(S·P) applies (the smaller part would leave V below it)."""
-    x = np.array([[0.9, 1.0, 1.1, 1.0], [0.0, 0.2, -0.1, 0.1], [0.5, 0.4, 0.6, 0.3]])[:, :, None]
-    s, p = x.shape[:2]
-    ms_seed = p * x[:, :, 0].mean(axis=1).var(ddof=1)
-    ms_problem = s * x[:, :, 0].mean(axis=0).var(ddof=1)
-    resid = x[:, :, 0] - x[:, :, 0].mean(axis=1, keepdims=True) - x[:, :, 0].mean(axis=0) + x.mean()
-    ms_resid = (resid ** 2).sum() / ((s - 1) * (p - 1))
-    unbiased = (ms_seed + ms_problem - ms_resid) / (s * p)
-    assert ms_problem < ms_resid and unbiased < ms_seed / (s * p)  # the case where the two floors differ
-    variance, _ = crossed_variance(x)
-    assert variance[0] == pytest.approx(ms_seed / (s * p))
-    assert variance[0] > max(unbiased, ms_problem / (s * p))
+def test_variance_floor_is_the_smaller_one_way_part():
+    """The floor binds only where both variance components are estimated negative (MS_seed and MS_problem
+    below MS_resid), and then gives min(MS_seed, MS_problem)/(S·P); where only one is (seeds differ,
+    problems do not) V stays the unbiased estimate, below the larger part (which would inflate it)."""
+    def parts(x):
+        s, p = x.shape[:2]
+        ms_seed = p * x[:, :, 0].mean(axis=1).var(ddof=1)
+        ms_problem = s * x[:, :, 0].mean(axis=0).var(ddof=1)
+        resid = x[:, :, 0] - x[:, :, 0].mean(axis=1, keepdims=True) - x[:, :, 0].mean(axis=0) + x.mean()
+        ms_resid = (resid ** 2).sum() / ((s - 1) * (p - 1))
+        return ms_seed, ms_problem, ms_resid, s * p
+
+    one_negative = np.array([[0.9, 1.0, 1.1, 1.0], [0.0, 0.2, -0.1, 0.1], [0.5, 0.4, 0.6, 0.3]])[:, :, None]
+    ms_seed, ms_problem, ms_resid, cells = parts(one_negative)
+    unbiased = (ms_seed + ms_problem - ms_resid) / cells
+    assert ms_problem < ms_resid and ms_problem / cells < unbiased < ms_seed / cells  # the two floors differ here
+    assert crossed_variance(one_negative)[0][0] == pytest.approx(unbiased)
+    # a checkerboard: no seed or problem effect at all, everything in the interaction
+    both_negative = np.array([[1.0, -1.0, 1.0, -1.0], [-1.0, 1.0, -1.0, 1.0], [1.0, -1.0, 1.0, -1.1]])[:, :, None]
+    ms_seed, ms_problem, ms_resid, cells = parts(both_negative)
+    assert max(ms_seed, ms_problem) < ms_resid
+    assert crossed_variance(both_negative)[0][0] == pytest.approx(min(ms_seed, ms_problem) / cells)
 
 
 def test_method_mean_coverage_with_five_seeds():

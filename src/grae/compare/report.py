@@ -291,7 +291,7 @@ def pilot_reason(cfg: CompareConfig) -> str | None:
     why = ("with 1 seed every interval is over problems only: which training seed was run is not in it (on R1 "
            "GRPO's exact held-out pass@1 was 15.1 to 25.8 over 5 seeds)" if seeds == 1 else
            "with 2 seeds the seed part of each interval rests on about 1 degree of freedom: in simulated studies where "
-           "seeds dominate the paired interval covered 90–92 % at nominal 95 % (docs/compare.md), so its bounds are "
+           "seeds dominate the paired interval covered 90–93 % at nominal 95 % (docs/compare.md), so its bounds are "
            "not 95 % bounds")
     return (f"{seeds} seed(s) per method, fewer than {MIN_VERDICT_SEEDS}: {why}. At {MIN_VERDICT_SEEDS} seeds the "
             "paired interval covers 93–97 % (docs/compare.md). Read the numbers as a pilot's: they may choose what to "
