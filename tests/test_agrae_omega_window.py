@@ -136,3 +136,23 @@ def test_bad_omega_samples_name_the_field(params, message):
 def test_a_bad_window_state_is_refused(state):
     with pytest.raises(ValueError, match=r"^state_dict"):
         get_estimator("agrae", omega_samples=16).load_state_dict(state)
+
+
+def test_the_window_survives_a_grae_trainer_checkpoint_and_resume(tmp_path):
+    """GraeTrainer writes the window into each checkpoint (grae_estimator_state.json) and restores it: a run resumed
+    from checkpoint-1 ends with the window of the uninterrupted run (8 samples a step, N = 20: the third step's window
+    reaches back into the first, which only the restored state holds)."""
+    from grae.engines.trl import STATE_FILE
+    from grae.tiny import tiny_model_path
+    from test_trl_engine import make_trainer
+
+    model_dir = str(tiny_model_path())
+    kw = dict(estimator_params={"omega_samples": 20}, config=dict(save_strategy="steps", save_steps=1))
+    full = make_trainer(model_dir, tmp_path / "run", "agrae", steps=3, **kw)
+    full.train()
+    saved = json.load(open(tmp_path / "run" / "checkpoint-1" / STATE_FILE))
+    assert saved["estimator"] == "agrae" and [count for _, count in saved["state"]["omega_window"]] == [8]
+    assert [count for _, count in full.estimator.state_dict()["omega_window"]] == [8, 8, 8]
+    resumed = make_trainer(model_dir, tmp_path / "run", "agrae", steps=3, **kw)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-1"))
+    assert resumed.estimator.state_dict() == full.estimator.state_dict()

@@ -177,6 +177,8 @@ EQUIVALENCE = {
     "agrae-grae_token_mean-kl-accum2-spg2-iter2": dict(
         estimator="agrae", steps=4, trainer=dict(loss_agg_mode="token-mean"),
         config=dict(gradient_accumulation_steps=2, steps_per_generation=2, num_iterations=2, beta=0.04)),
+    # ω over the newest 24 samples: each 16-sample batch plus half the one before (issue 37 §2), the window is state
+    "agrae_omega_samples-trl_dapo": dict(estimator="agrae", estimator_params={"omega_samples": 24}, steps=3),
     "dgpo-trl_grpo_rescaled-accum2-spg2": dict(estimator="dgpo", steps=3, config=dict(
         loss_type="grpo", gradient_accumulation_steps=2, steps_per_generation=2)),
     "avspo-trl_dr_grpo_rescaled-accum2-iter2": dict(estimator="avspo", steps=4, config=dict(
@@ -228,6 +230,23 @@ def test_one_and_two_processes_agree(one_and_two, name):
     p1 = torch.load(root / "one" / "out" / name / "params.pt")
     p2 = torch.load(root / "two" / "out" / name / "params.pt")
     assert_close(p1.double(), p2.double(), f"{name}: parameters after training")
+
+
+@pytest.mark.timeout(900)
+def test_agrae_omega_window_is_the_same_state_on_one_and_two_processes(one_and_two):
+    """The ω window spans steps (16 samples a step, N = 24) and every rank of both runs holds it, step by step;
+    ω is the reference's mean of the newest 24 gathered rewards."""
+    import reference_estimators as ref
+
+    one, two, _ = one_and_two
+    name = "agrae_omega_samples-trl_dapo"
+    windows = [[g["state_after"]["omega_window"] for g in rank["generations"]] for rank in [one[name][0], *two[name]]]
+    assert windows[0] == windows[1] == windows[2]
+    assert [len(w) for w in windows[0]] == [1, 2, 2]  # the first step is out of reach by the third
+    history = [g["rewards"] for g in one[name][0]["generations"]]
+    for rank in [one[name][0], *two[name]]:
+        for step, gen in enumerate(rank["generations"]):
+            assert gen["metrics"]["agrae/omega"] == pytest.approx(ref.recent_mean(history[:step + 1], 24), abs=1e-6)
 
 
 # -- stateful AVSPO through kill + resume --------------------------------------------------------

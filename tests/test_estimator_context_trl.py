@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grae.advantage import Estimator, get_estimator
-from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers
+from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers, vllm_logprob_modifiers
 from grae.engines.trl import TRL_CONTEXT, GraeTrainer
 from test_trl_engine import G, make_trainer, model_dir  # noqa: F401  (fixture)
 
@@ -147,3 +147,62 @@ def test_an_estimator_needing_unsupplied_context_is_refused_at_construction(mode
     assert "answer_id" not in TRL_CONTEXT
     with pytest.raises(ValueError, match="estimator: 'needs_answers' requires context answer_id, which GraeTrainer"):
         make_trainer(model_dir, tmp_path, NeedsAnswers())
+
+
+@pytest.mark.parametrize("settings, expected", [
+    ({}, []),
+    ({"top_p": 0.8}, ["top_p"]),
+    ({"top_k": 6, "min_p": 0.05}, ["top_k", "min_p"]),
+    ({"repetition_penalty": 1.1}, ["repetition_penalty"]),
+    ({"generation_kwargs": {"presence_penalty": 0.5}}, ["generation_kwargs"]),
+])
+def test_vllm_logprob_modifiers_name_what_vllm_applies_before_its_processed_logprobs(tmp_path, settings, expected):
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", **settings)
+    assert vllm_logprob_modifiers(args) == expected
+
+
+class _VLLMOutputs:
+    """Just what GraeTrainer._logprob_context reads: TRL's args, a gather, and the no-grad forward pass."""
+
+    def __init__(self, args, forward_logps):
+        self.args, self.model, self.estimator = args, None, get_estimator("unlikeliness")
+        self.accelerator = type("Single", (), {"gather": staticmethod(lambda x: x)})()
+        self._forward_logps = forward_logps
+
+    def _recorded_logps(self, out):
+        return None  # vLLM generated: nothing recorded
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        return self._forward_logps, None, None
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.8])
+@pytest.mark.parametrize("trl_old", [True, False])
+def test_vllm_logprobs_feed_the_estimator_only_where_they_are_untruncated(tmp_path, top_p, trl_old):
+    """vLLM's processed log-probs after top-p are those of the renormalised nucleus; the estimator then reads
+    log_softmax(z/T) from TRL's old_per_token_logps or the forward pass, the quantity of the HF path."""
+    from trl import GRPOConfig
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 3, 12, generator=gen) * 2  # [B, T, V]
+    tokens = torch.distributions.Categorical(logits=logits).sample()  # [B, T]
+    full = torch.log_softmax(logits, -1)  # [B, T, V] T = 1
+    probs, order = full.exp().sort(-1, descending=True)
+    outside = (probs.cumsum(-1) - probs) >= top_p  # the nucleus keeps the smallest prefix reaching top_p
+    nucleus = torch.log_softmax(full.masked_fill(outside.scatter(-1, order, outside), float("-inf")), -1)
+    tokens = torch.where(torch.isfinite(nucleus.gather(-1, tokens[..., None])[..., 0]), tokens, order[..., 0])
+    untruncated, processed = full.gather(-1, tokens[..., None])[..., 0], nucleus.gather(-1, tokens[..., None])[..., 0]
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    out = {"sampling_per_token_logps": processed, "completion_mask": mask, "completion_ids": tokens,
+           "prompt_ids": torch.zeros(4, 2, dtype=torch.long), "prompt_mask": torch.ones(4, 2, dtype=torch.long)}
+    if trl_old:
+        out["old_per_token_logps"] = untruncated
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", top_p=top_p)
+    fake = _VLLMOutputs(args, untruncated)
+    ctx = GraeTrainer._logprob_context(fake, out)
+    want = untruncated if top_p < 1 else processed  # at top_p = 1 vLLM's are log π_T themselves
+    assert torch.allclose(ctx["logprob_sum"], (want * mask).sum(1))
+    if top_p < 1:
+        assert not torch.allclose((processed * mask).sum(1), (untruncated * mask).sum(1))  # they would have differed

@@ -76,6 +76,26 @@ def logit_modifiers(generation_config: Any, model_generation_config: Any = None)
     return found
 
 
+def vllm_logprob_modifiers(args: Any) -> list[str]:
+    """The sampling settings of ``args`` (TRL's ``GRPOConfig``) under which vLLM's sampling log-probs are not
+    log_softmax(z / T)[y_t] (empty: they are). TRL asks vLLM for ``logprobs_mode="processed_logprobs"`` (colocate
+    mode; its ``trl vllm-serve`` sets the same), which vLLM documents as "the values after applying all
+    processors, including temperature and top_k/top_p" (vLLM engine arguments, ``--logprobs-mode``): with a
+    truncation or a penalty on they are log-probs of the truncated, renormalised (or penalised) distribution,
+    while the recorder and TRL's own forward pass give the untruncated π_T. GraeTrainer then takes the
+    estimator's log-probs from TRL's ``old_per_token_logps`` or its own no-grad forward pass instead, so
+    every engine feeds an estimator the same quantity."""
+    checks = {
+        "top_p": getattr(args, "top_p", None) not in (None, 1, 1.0),
+        "top_k": getattr(args, "top_k", None) not in (None, 0, -1),
+        "min_p": bool(getattr(args, "min_p", None)),
+        "repetition_penalty": getattr(args, "repetition_penalty", None) not in (None, 1, 1.0),
+        "generation_kwargs": bool(getattr(args, "generation_kwargs", None)),  # may set other vLLM sampling params
+        "vllm_structured_outputs_regex": bool(getattr(args, "vllm_structured_outputs_regex", None)),
+    }
+    return [name for name, on in checks.items() if on]
+
+
 class RolloutLogprobRecorder(LogitsProcessor):
     """Records log_softmax(z_t / T)[y_t] for every sampled token (see the module docstring).
 
