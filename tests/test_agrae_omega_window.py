@@ -156,3 +156,17 @@ def test_the_window_survives_a_grae_trainer_checkpoint_and_resume(tmp_path):
     resumed = make_trainer(model_dir, tmp_path / "run", "agrae", steps=3, **kw)
     resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-1"))
     assert resumed.estimator.state_dict() == full.estimator.state_dict()
+
+
+@pytest.mark.parametrize("estimator, params, message", [
+    ("agrae", {"omega_samples": 0}, r"^estimator: omega_samples: must be None"),
+    ("agrae", {"omega_samples": 8192, "omega_ema": 0.9}, r"^estimator: omega_samples: and omega_ema"),
+    ("unlikeliness", {"rank_over": "correct_only"}, r"^estimator: rank_over: must be one of \('group', 'correct'\)"),
+])
+def test_grae_train_refuses_bad_new_params_in_one_line(estimator, params, message):
+    from grae.train.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, {"estimator": estimator, "estimator_params": params})
+    assert load_config(None, {"estimator": "agrae", "estimator_params": {"omega_samples": 8192}}).estimator_params == \
+        {"omega_samples": 8192}
