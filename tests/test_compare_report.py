@@ -108,3 +108,31 @@ def test_a_confirmation_refuses_the_seeds_that_selected_its_candidate(tmp_path):
         load_compare_config(write_study(tmp_path, [0, 1, 2], paired_against="oracle", eval=None))
     with pytest.raises(ConfigError, match=r"paired_against: expected one of \['base', 'oracle'\]"):
         load_compare_config(write_study(tmp_path, [0, 1, 2], paired_against=["guesser"]))
+
+
+def test_exact_minus_sampled_where_the_same_models_were_also_sampled(tmp_path):
+    """Jobs and the base that were also sampled (``eval/after.jsonl``, ``base/before.jsonl``): the report
+    gives exact − sampled per k from the same problems; here at pass@1, from 8 samples per problem."""
+    cfg = load_compare_config(write_study(tmp_path, [0, 1, 2]))
+    rng = np.random.default_rng(2)
+    base_p, _, job_p = fill_study(cfg, rng)
+    qids = [f"q{i}" for i in range(PROBLEMS)]
+
+    def sampled(path, p):
+        labels = rng.random((PROBLEMS, 8)) < p[:, None]
+        path.write_text("".join(json.dumps({"question_id": q, "generation_id": g, "label": bool(labels[i, g])}) + "\n"
+                                for i, q in enumerate(qids) for g in range(8)))
+        return labels.mean(axis=1)
+
+    base_sampled = sampled(cfg.output_dir / "base" / "before.jsonl", base_p)
+    arm_gaps = [job_p["arm_a", job.seed] - sampled(job.output_dir / "eval" / "after.jsonl", job_p["arm_a", job.seed])
+                for job in cfg.jobs() if job.method == "arm_a"]
+    report = write_compare_report(cfg).read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1] for line in report.splitlines()
+            if ": exact − sampled |" in line}
+    assert set(rows) == {"base model: exact − sampled", "arm_a: exact − sampled"} and "Not measured" not in report
+    assert rows["base model: exact − sampled"].startswith(f"{100 * np.mean(base_p - base_sampled):+.1f} [")
+    assert rows["arm_a: exact − sampled"].startswith(f"{100 * np.mean(arm_gaps):+.1f} [")
+    # sampled n = 8: no gap beyond k = 8
+    gap_line = next(line for line in report.splitlines() if line.startswith("| arm_a: exact − sampled |"))
+    assert gap_line.rstrip(" |").endswith("| –")
