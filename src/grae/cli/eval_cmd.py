@@ -118,6 +118,12 @@ def register(app: typer.Typer) -> None:
         exact: bool = typer.Option(False, "--exact", help="Exact pass@k: teacher-force every answer of the task's "
                                    "finite answer set (no sampling); --n is then the largest k. Also prints the "
                                    "format-only oracle and the near-miss guesser."),
+        exact_memory_mb: float | None = typer.Option(None, "--exact-memory-mb",
+                                                     help="--exact: memory the candidates' batches may take, in MB; they "
+                                                          "are scored in chunks that fit \\[default: 512]."),
+        exact_max_candidates: int | None = typer.Option(None, "--exact-max-candidates",
+                                                        help="--exact: refuse a task with more candidate answers per "
+                                                             "problem \\[default: 20000]."),
     ) -> None:
         """Sample N completions per problem, verify each, write JSONL rows and pass@k (resumable)."""
         from contextlib import contextmanager
@@ -188,6 +194,7 @@ def register(app: typer.Typer) -> None:
                                   num_problems=num_problems, output=output, batch_size=batch_size, seed=seed,
                                   backend=backend, prompt_style=prompt_style, task_params=params, label=label,
                                   device=device, dtype=dtype, overwrite=overwrite, exact=exact, vllm_options=vllm_options,
+                                  exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates,
                                   log=lambda line: console.print(line, markup=False), on_start=announce,
                                   progress=progress, on_task=finished)
         except EvalError as err:

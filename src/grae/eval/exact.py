@@ -12,8 +12,18 @@ mass ``Σ_a π(completion(a) + EOS)``: what lies outside (other formats, non-can
 trailing text the verifier might also accept) is ``1 − mass``. ``p`` counts only the canonical
 completion, so exact pass@k is a lower bound of the sampled one by at most that outside mass.
 
-Speed: one forward of the prompt, its KV cache repeated for the ``C`` candidates, one forward of the
+Speed: one forward of the prompt, its KV cache repeated for the candidates, one forward of the
 ``[C, L]`` candidate tokens (right padded; causal attention never sees the padding).
+
+Memory: the candidates are scored in chunks that fit ``memory_mb`` (default
+:data:`DEFAULT_EXACT_MEMORY_MB`; ``grae eval --exact-memory-mb``). A candidate costs its copy of the prompt's
+KV cache plus its own tokens' (``2 · layers · kv_heads · head_dim · (L_prompt + L)`` values), one layer's
+activations and ``L`` rows of vocabulary-sized float32 scores, a few times over while top-p and the
+log-softmax run (:func:`candidate_bytes`). The chunks give the same numbers as one batch (each
+candidate's row is computed from the same prompt cache; tested), so the budget changes only the time.
+Before that, ``grae eval`` refuses a task with more than :data:`DEFAULT_EXACT_MAX_CANDIDATES` candidate
+answers per problem (``--exact-max-candidates`` raises it): reasoning-gym's default ``chain_sum`` has
+109,990, hours of teacher forcing even on the tiny model.
 
 Reference policies (issue 21 §2), computed exactly from the same rows:
 
@@ -45,6 +55,13 @@ from .stats import EXACT_K_MAX, ProblemCounts, count_problems, passk_estimates
 
 #: Half-width of the near-miss guesser's window (answers within ± w of the gold answer).
 NEAR_MISS_W = 20
+#: Memory (MB) the candidates' batches may take at once (``grae eval --exact-memory-mb``).
+DEFAULT_EXACT_MEMORY_MB = 512
+#: Candidate answers per problem above which ``grae eval --exact`` refuses (``--exact-max-candidates``).
+DEFAULT_EXACT_MAX_CANDIDATES = 20_000
+#: vocabulary-sized float32 score tensors alive at once per candidate token (logits, ``/ T``, top-p's
+#: probabilities and mask, its sort when the nucleus is wide, log-softmax): an upper count
+SCORE_COPIES = 8
 
 
 class ExactError(ValueError):
@@ -72,17 +89,38 @@ def nucleus_logprobs(logits, temperature: float, top_p: float):
     return torch.log_softmax(scores, dim=-1)
 
 
+def candidate_bytes(config: Any, prompt_len: int, width: int, value_bytes: int = 4) -> int:
+    """Upper estimate of the memory one candidate of ``width`` tokens takes while it is scored after a
+    prompt of ``prompt_len`` tokens, for a model with (text) ``config``: its KV cache (the prompt's copy and
+    its own tokens), one layer's activations and the vocabulary-sized scores (:data:`SCORE_COPIES`)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers, hidden, vocab = text.num_hidden_layers, text.hidden_size, text.vocab_size
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or hidden // heads
+    intermediate = getattr(text, "intermediate_size", None) or 4 * hidden
+    context = prompt_len + width
+    cache = 2 * layers * kv_heads * head_dim * (context + prompt_len) * value_bytes  # + the repeat's transient
+    layer = width * (4 * hidden + 3 * intermediate) * value_bytes + heads * width * context * 4  # [L, ·], scores
+    scores = width * vocab * 4 * SCORE_COPIES
+    return cache + layer + scores
+
+
 class CandidateScorer:
-    """Sequence probabilities of a fixed list of completions after any prompt, for one HF causal LM."""
+    """Sequence probabilities of a fixed list of completions after any prompt, for one HF causal LM,
+    scored in chunks of candidates within ``memory_mb`` (module docstring)."""
 
     def __init__(self, model, tokenizer, completions: Sequence[str], *, temperature: float = 0.6,
-                 top_p: float = 0.95, max_tokens: int | None = None):
+                 top_p: float = 0.95, max_tokens: int | None = None, memory_mb: float = DEFAULT_EXACT_MEMORY_MB):
         import torch
 
         if temperature <= 0:
             raise ExactError("--temperature 0 (greedy) has no sampling distribution to enumerate; use T > 0")
+        if not memory_mb > 0:
+            raise ExactError(f"--exact-memory-mb must be > 0, got {memory_mb}")
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.top_p = float(temperature), float(top_p)
+        self.memory_bytes = float(memory_mb) * 2**20
         eos = model.generation_config.eos_token_id
         eos = eos[0] if isinstance(eos, (list, tuple)) else eos
         eos = eos if eos is not None else tokenizer.eos_token_id
@@ -97,8 +135,16 @@ class CandidateScorer:
             self.tokens[i, : len(t)] = torch.tensor(t)
         self.valid = torch.arange(width)[None, :] < self.lengths[:, None]  # [C, L]
 
-    def logprobs(self, prompt: str) -> np.ndarray:
-        """``[C]`` log-probabilities of every completion (+ EOS) after ``prompt`` (rendered text)."""
+    def chunk_size(self, prompt_len: int) -> int:
+        """Candidates scored at once after a prompt of ``prompt_len`` tokens: as many as fit the memory
+        budget (:func:`candidate_bytes`), at least one."""
+        value_bytes = next(self.model.parameters()).element_size()
+        each = candidate_bytes(self.model.config, prompt_len, self.tokens.shape[1], value_bytes)
+        return max(1, min(self.tokens.shape[0], int(self.memory_bytes // each)))
+
+    def logprobs(self, prompt: str, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """``[C]`` log-probabilities of every completion (+ EOS) after ``prompt`` (rendered text), scored
+        :meth:`chunk_size` candidates at a time; ``on_chunk(done, C)`` after each chunk."""
         import torch
 
         from .backends import _starts_with_special
@@ -107,26 +153,42 @@ class CandidateScorer:
         device = next(model.parameters()).device
         enc = tok(prompt, return_tensors="pt", add_special_tokens=not _starts_with_special(tok, prompt))
         prompt_ids = enc["input_ids"].to(device)  # [1, Lp]
-        copies = self.tokens.shape[0]
-        tokens = self.tokens.to(device)
+        count = self.tokens.shape[0]
+        size = self.chunk_size(prompt_ids.shape[1])
+        totals = []
         with torch.no_grad():
             out = model(input_ids=prompt_ids, use_cache=True)
             first = nucleus_logprobs(out.logits[:, -1], self.temperature, self.top_p)  # [1, V]
-            cache = out.past_key_values
-            cache.batch_repeat_interleave(copies)
-            positions = torch.arange(prompt_ids.shape[1], prompt_ids.shape[1] + tokens.shape[1] - 1, device=device)
-            if tokens.shape[1] > 1:
-                rest = model(input_ids=tokens[:, :-1], past_key_values=cache, use_cache=False,
-                             position_ids=positions[None, :].expand(copies, -1)).logits  # [C, L-1, V]
-                steps = torch.cat([first.expand(copies, -1)[:, None], nucleus_logprobs(rest, self.temperature,
-                                                                                          self.top_p)], dim=1)
-            else:
-                steps = first.expand(copies, -1)[:, None]
-            picked = steps.gather(-1, tokens[:, :, None])[..., 0]  # [C, L]
-            picked = picked.masked_fill(~self.valid.to(device), 0.0)
-            total = picked.sum(dim=1).cpu()
-        total = total.masked_fill(self.too_long, float("-inf"))
+            for start in range(0, count, size):
+                totals.append(self._score_chunk(out.past_key_values, first, prompt_ids.shape[1],
+                                                slice(start, min(start + size, count)), device))
+                if on_chunk is not None:
+                    on_chunk(min(start + size, count), count)
+        total = torch.cat(totals).masked_fill(self.too_long, float("-inf"))  # [C]
         return total.double().numpy()
+
+    def _score_chunk(self, prompt_cache, first, prompt_len: int, rows: slice, device):
+        """``[c]`` summed log-probabilities of the candidates ``rows``, each after its own copy of the
+        prompt's cache (the forward appends to the cache it is given)."""
+        import copy
+
+        import torch
+
+        width = int(self.lengths[rows].max())
+        tokens = self.tokens[rows, :width].to(device)  # [c, L]
+        copies = tokens.shape[0]
+        steps = first.expand(copies, -1)[:, None]  # [c, 1, V]
+        if width > 1:
+            cache = copy.deepcopy(prompt_cache)
+            cache.batch_repeat_interleave(copies)
+            positions = torch.arange(prompt_len, prompt_len + width - 1, device=device)
+            rest = self.model(input_ids=tokens[:, :-1], past_key_values=cache, use_cache=False,
+                              position_ids=positions[None, :].expand(copies, -1)).logits  # [c, L-1, V]
+            del cache
+            steps = torch.cat([steps, nucleus_logprobs(rest, self.temperature, self.top_p)], dim=1)  # [c, L, V]
+        picked = steps.gather(-1, tokens[:, :, None])[..., 0]  # [c, L]
+        picked = picked.masked_fill(~self.valid[rows, :width].to(device), 0.0)
+        return picked.sum(dim=1).cpu()
 
 
 def near_miss_p(gold: str, answers: Sequence[str], w: int = NEAR_MISS_W) -> float:
@@ -142,9 +204,12 @@ def near_miss_p(gold: str, answers: Sequence[str], w: int = NEAR_MISS_W) -> floa
 
 def exact_rows(scorer: CandidateScorer, examples: Sequence[dict[str, Any]], task: Any, answers: Sequence[str],
                render: Callable[[Any], str], *, k_max: int = EXACT_K_MAX,
-               progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+               progress: Callable[[int, int], None] | None = None,
+               estimate: Callable[[float], None] | None = None) -> list[dict[str, Any]]:
     """One exact row per example (module docstring). Checks that the gold answer is in the set and that
-    the task's verifier accepts its completion, so a wrong declaration cannot pass silently."""
+    the task's verifier accepts its completion, so a wrong declaration cannot pass silently.
+    ``estimate(seconds)``: once, after the first chunk of candidates, the expected time of all examples
+    extrapolated from it."""
     index = {a: i for i, a in enumerate(answers)}
     name = getattr(task, "name", "task")
     rows = []
@@ -158,7 +223,7 @@ def exact_rows(scorer: CandidateScorer, examples: Sequence[dict[str, Any]], task
             raise ExactError(f"task {name}: the verifier rejects the gold completion {completion!r}; "
                              "answer_completion does not match the task's answer format")
         prompt = render(example["prompt"])
-        logp = scorer.logprobs(prompt)
+        logp = scorer.logprobs(prompt, on_chunk=_first_chunk_timer(len(examples), estimate) if done == 1 else None)
         probs = np.exp(logp)
         mode = int(np.argmax(logp))
         rows.append({"question_id": str(example["question_id"]), "task": name, "prompt": prompt,
@@ -168,6 +233,21 @@ def exact_rows(scorer: CandidateScorer, examples: Sequence[dict[str, Any]], task
         if progress is not None:
             progress(done, len(examples))
     return rows
+
+
+def _first_chunk_timer(problems: int, estimate: Callable[[float], None] | None) -> Callable[[int, int], None] | None:
+    """An ``on_chunk`` that calls ``estimate`` once, with the time of ``problems`` problems extrapolated from
+    the first chunk (prompt forward included)."""
+    if estimate is None:
+        return None
+    start, said = time.perf_counter(), []
+
+    def on_chunk(scored: int, total: int) -> None:
+        if not said:
+            said.append(True)
+            estimate((time.perf_counter() - start) * total / scored * problems)
+
+    return on_chunk
 
 
 def reference_counts(counts: ProblemCounts, rows: Sequence[dict[str, Any]] | None = None) -> dict[str, ProblemCounts]:
@@ -199,9 +279,11 @@ def reference_table(counts: ProblemCounts, rows: Sequence[dict[str, Any]] | None
 def run_exact(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *, render: Callable[[Any], str],
               temperature: float, top_p: float, max_tokens: int | None, output_path: str | Path | None = None,
               k_max: int = EXACT_K_MAX, progress: Callable[[int, int], None] | None = None,
+              memory_mb: float = DEFAULT_EXACT_MEMORY_MB, estimate: Callable[[float], None] | None = None,
               ) -> tuple[ProblemCounts, list[dict[str, Any]], float]:
     """Exact rows of ``examples`` (written atomically to ``output_path`` when given), their counts and the
-    seconds it took."""
+    seconds it took; candidates scored within ``memory_mb`` (:class:`CandidateScorer`), ``estimate`` as in
+    :func:`exact_rows`."""
     import json
 
     if any(example.get("image") is not None for example in examples):
@@ -209,8 +291,8 @@ def run_exact(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *
     start = time.perf_counter()
     answers = task_answer_set(task)
     scorer = CandidateScorer(model, tokenizer, [task.answer_completion(a) for a in answers],
-                             temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-    rows = exact_rows(scorer, examples, task, answers, render, k_max=k_max, progress=progress)
+                             temperature=temperature, top_p=top_p, max_tokens=max_tokens, memory_mb=memory_mb)
+    rows = exact_rows(scorer, examples, task, answers, render, k_max=k_max, progress=progress, estimate=estimate)
     if output_path is not None:
         atomic_write_text(Path(output_path), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     counts = count_problems(rows)

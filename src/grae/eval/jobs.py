@@ -16,6 +16,7 @@ Output directory::
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -108,6 +109,8 @@ class EvalPlan:
     tasks: list[PlannedTask]
     #: exact pass@k by answer enumeration (grae.eval.exact) instead of sampling
     exact: bool = False
+    #: exact: the memory budget of the candidates' batches (MB; grae.eval.exact.DEFAULT_EXACT_MEMORY_MB)
+    exact_memory_mb: float | None = None
 
     def meta(self, planned: PlannedTask) -> dict[str, Any]:
         """The settings recorded beside a task's rows (and checked when they are resumed)."""
@@ -176,12 +179,14 @@ def plan_tasks(
     overwrite: bool = False,
     log: Callable[[str], None] = print,
     exact: bool = False,
+    exact_memory_mb: float | None = None,
+    exact_max_candidates: int | None = None,
 ) -> EvalPlan:
     """Check the settings, resolve the tasks and clear the way in the output directory (see
     :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
     from .backends import default_batch_size, select_backend
     from .identity import model_identity
-    from .tasks import resolve_task, split_task_list
+    from .tasks import model_task_params, resolve_task, split_task_list
 
     output = Path(output) if output is not None else None
     _check_settings(model, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
@@ -195,11 +200,10 @@ def plan_tasks(
         resolved = []
         for entry in split_task_list(tasks):
             entry_params = params
-            if model == "tiny" and entry == "chain_sum" and not params:  # the tiny model's own distribution
-                from grae.tiny.tasks import DEFAULT_TASK_KWARGS
-
-                entry_params = dict(DEFAULT_TASK_KWARGS)
-                log(f"chain_sum with the tiny model's settings {entry_params} (override with --task-param)")
+            own = None if params else model_task_params(model, entry)
+            if own is not None:  # the tiny model's own distribution, or the one its run trained on
+                entry_params, source = own
+                log(f"{entry} with {source} settings {entry_params} (override with --task-param)")
             resolved.append(PlannedTask(entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params),
                                         entry_params))
     except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
@@ -209,20 +213,15 @@ def plan_tasks(
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
     if exact:
-        from .exact import ExactError, task_answer_set
-
-        try:
-            for planned in resolved:
-                task_answer_set(planned.task)
-        except ExactError as err:
-            raise EvalError(f"--exact: {err}", exit_code=2) from None
+        _check_exact(resolved, num_problems, exact_memory_mb, exact_max_candidates, log)
         if temperature <= 0:
             raise EvalError("--exact: --temperature must be > 0 (greedy has no distribution to enumerate)", exit_code=2)
         if backend == "vllm":
             raise EvalError("--exact: runs on the hf backend (teacher forcing); drop --backend vllm", exit_code=2)
     plan = EvalPlan(model=model, identity=identity, label=label, output=output, backend=chosen,
                     batch_size=batch_size or default_batch_size(chosen, model), n=n, temperature=temperature, top_p=top_p,
-                    max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved, exact=exact)
+                    max_tokens=max_tokens, seed=seed, prompt_style=prompt_style, tasks=resolved, exact=exact,
+                    exact_memory_mb=exact_memory_mb)
     if exact:
         plan.backend = "hf"
 
@@ -243,6 +242,33 @@ def plan_tasks(
     return plan
 
 
+def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_mb: float | None,
+                 max_candidates: int | None, log: Callable[[str], None]) -> None:
+    """``--exact``: every task has a finite answer set of at most ``max_candidates`` answers (default
+    :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`); says how many it will teacher-force."""
+    from .exact import DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, ExactError, task_answer_set
+    from .tasks import DEFAULT_PROCEDURAL_PROBLEMS, is_fixed_set
+
+    limit = DEFAULT_EXACT_MAX_CANDIDATES if max_candidates is None else max_candidates
+    budget = DEFAULT_EXACT_MEMORY_MB if memory_mb is None else memory_mb
+    for name, value, ok, rule in [("--exact-max-candidates", limit, limit >= 1, ">= 1"),
+                                  ("--exact-memory-mb", budget, budget > 0 and math.isfinite(budget), "> 0")]:
+        if not ok:
+            raise EvalError(f"{name} must be {rule}, got {value!r}", exit_code=2)
+    for planned in resolved:
+        try:
+            count = len(task_answer_set(planned.task))
+        except ExactError as err:
+            raise EvalError(f"--exact: {err}", exit_code=2) from None
+        problems = num_problems or (None if is_fixed_set(planned.task) else DEFAULT_PROCEDURAL_PROBLEMS)
+        times = f" × {problems} problems = {count * problems:,} sequences" if problems else " per problem"
+        if count > limit:
+            raise EvalError(f"--exact: task {planned.name} has {count:,} candidate answers{times} to teacher-force, "
+                            f"above the limit of {limit:,} per problem (hours even on the tiny model); narrow the task "
+                            f"(--task-param, e.g. max_digits=2) or raise --exact-max-candidates", exit_code=2)
+        log(f"{planned.name}: exact over {count:,} candidate answers{times}, scored within {budget:g} MB")
+
+
 def run_plan(
     plan: EvalPlan,
     *,
@@ -252,6 +278,7 @@ def run_plan(
     progress: ProgressFactory | None = None,
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
     vllm_options: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
 ) -> TasksResult:
     """Sample every planned task (one model load for all), resuming rows on disk; write each task's
     summary, the combined ``summary.json`` and ``passk.png``. A Ctrl-C (KeyboardInterrupt) leaves every
@@ -281,7 +308,7 @@ def run_plan(
         name = planned.name
         stem = file_stem(name)
         if plan.exact:
-            result = _run_exact(plan, planned, sampler, examples, output / f"{stem}.jsonl", progress)
+            result = _run_exact(plan, planned, sampler, examples, output / f"{stem}.jsonl", progress, log)
             extra = _exact_summary(result)
         else:
             bar = progress(name, len(examples) * n) if progress is not None else nullcontext(None)
@@ -314,9 +341,13 @@ def run_plan(
 
 
 def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: list[dict[str, Any]], rows_path: Path,
-               progress: ProgressFactory | None) -> EvalResult:
-    """Exact rows of one task (grae.eval.exact), recorded like sampled rows, as an :class:`EvalResult`."""
+               progress: ProgressFactory | None, log: Callable[[str], None]) -> EvalResult:
+    """Exact rows of one task (grae.eval.exact), recorded like sampled rows, as an :class:`EvalResult`;
+    ``log`` hears the expected time (measured on the first chunk of candidates)."""
     from .exact import ExactError
+
+    def estimate(seconds: float) -> None:
+        log(f"{planned.name}: {len(examples)} problems, expected {seconds:.0f} s (measured on the first chunk)")
 
     settings = {**plan.meta(planned), "task": planned.name, "seed": plan.seed, "n": plan.n}
     try:
@@ -324,7 +355,7 @@ def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: lis
         with bar as update:
             result = runner.evaluate_exact(sampler.model, sampler.tokenizer, examples, planned.task, settings=settings,
                                            k_max=plan.n, render=sampler.render, output_path=rows_path, seed=plan.seed,
-                                           progress=update)
+                                           progress=update, memory_mb=plan.exact_memory_mb, estimate=estimate)
     except (ExactError, RecordsError) as err:
         raise EvalError(err, exit_code=1) from err
     result.task = planned.name
@@ -365,6 +396,8 @@ def evaluate_tasks(
     dtype: str = "auto",
     overwrite: bool = False,
     exact: bool = False,
+    exact_memory_mb: float | None = None,
+    exact_max_candidates: int | None = None,
     log: Callable[[str], None] = print,
     on_start: Callable[[EvalPlan], None] | None = None,
     progress: ProgressFactory | None = None,
@@ -386,7 +419,9 @@ def evaluate_tasks(
         label: the model's label in summaries and figures (None: :func:`model_label`).
         overwrite: replace rows in ``output`` of other weights or other settings (otherwise refused).
         exact: exact pass@k by answer enumeration (:mod:`grae.eval.exact`; tasks with a finite answer
-            set, hf backend); ``n`` is then the largest k reported.
+            set, hf backend); ``n`` is then the largest k reported. ``exact_memory_mb``: the candidates'
+            memory budget; ``exact_max_candidates``: answers per problem above which it refuses (None: the
+            defaults of :mod:`grae.eval.exact`).
         log: informational lines; ``on_start(plan)``: once, after the checks, before the model loads;
             ``progress``: see :data:`ProgressFactory`; ``on_task(name, result, summary)``: after each task.
 
@@ -399,8 +434,8 @@ def evaluate_tasks(
     plan = plan_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                       num_problems=num_problems, output=output, batch_size=batch_size, seed=seed, backend=backend,
                       prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log,
-                      exact=exact)
+                      exact=exact, exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates)
     if on_start is not None:
         on_start(plan)
     return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task,
-                    vllm_options=vllm_options)
+                    vllm_options=vllm_options, log=log)

@@ -383,6 +383,8 @@ def evaluate_exact(
     output_path: str | Path | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    memory_mb: float | None = None,
+    estimate: Callable[[float], None] | None = None,
 ) -> EvalResult:
     """Exact pass@k of ``examples`` by answer enumeration (:mod:`grae.eval.exact`), recorded like sampled
     rows: ``settings`` (with ``temperature``, ``top_p``, ``max_tokens``; ``"exact": True`` is added) go to
@@ -391,11 +393,13 @@ def evaluate_exact(
 
     Exact rows are recomputed whole (seconds), never resumed. ``render``: prompt → model text (default:
     the tokenizer's chat template for message lists, strings as they are). pass@k for k = 1, 2, 4, …, ``k_max``.
+    ``memory_mb``: the candidates' memory budget (None: :data:`grae.eval.exact.DEFAULT_EXACT_MEMORY_MB`);
+    ``estimate(seconds)``: the expected time, once, after the first chunk of candidates.
     """
     from grae.metrics import powers_of_two
 
     from .backends import _render_with
-    from .exact import run_exact
+    from .exact import DEFAULT_EXACT_MEMORY_MB, run_exact
 
     settings = {**settings, "exact": True}
     if output_path is not None:
@@ -408,7 +412,8 @@ def evaluate_exact(
                                           render=render or (lambda prompt: _render_with(tokenizer, prompt)),
                                           temperature=settings["temperature"], top_p=settings["top_p"],
                                           max_tokens=settings["max_tokens"], output_path=output_path, k_max=k_max,
-                                          progress=progress)
+                                          progress=progress, estimate=estimate,
+                                          memory_mb=DEFAULT_EXACT_MEMORY_MB if memory_mb is None else memory_mb)
     finally:
         model.train(was_training)
     estimates = passk_estimates(counts, powers_of_two(k_max), seed=seed)

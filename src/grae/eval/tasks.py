@@ -59,6 +59,35 @@ def resolve_task(entry: str, *, prompt_style: str | None = None, params: dict[st
     return get_task(entry, **kwargs)
 
 
+def model_task_params(model: str, entry: str) -> tuple[dict[str, Any], str] | None:
+    """The task parameters ``model`` was made for when ``entry`` is its task, and where they come from:
+    the tiny preset (or its directory) on ``chain_sum`` gets the shipped model's settings; a ``grae train``
+    run's ``final/``, ``checkpoints/checkpoint-N`` or ``snapshots/step-N`` gets its run's ``task.params``
+    (the run's ``config.yaml``). None for anything else (the task's own defaults apply)."""
+    from grae.presets import tiny_model_path
+    from grae.tiny.tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS
+
+    path = Path(model).expanduser()
+    if model == "tiny" or (path.is_dir() and path.resolve() == Path(tiny_model_path()).resolve()):
+        return (dict(DEFAULT_TASK_KWARGS), "the tiny model's") if entry == DEFAULT_TASK else None
+    if not path.is_dir():
+        return None
+    run = path.parent if path.name == "final" else path.parent.parent if path.parent.name in ("checkpoints",
+                                                                                             "snapshots") else None
+    config = run / "config.yaml" if run is not None else None
+    if config is None or not config.is_file():
+        return None
+    import yaml
+
+    try:
+        task = (yaml.safe_load(config.read_text()) or {}).get("task") or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        return None
+    if not isinstance(task, dict) or task.get("name") != entry or not isinstance(task.get("params"), dict):
+        return None
+    return dict(task["params"]), f"its run's ({config})"
+
+
 def is_fixed_set(task: Any) -> bool:
     """Whether the task reads a fixed problem set (a dataset) rather than generating problems."""
     from grae.data import RowsTask
