@@ -323,10 +323,10 @@ def test_local_json_and_parquet(tmp_path):
 
 def test_bad_local_files_name_the_problem(tmp_path):
     missing_answer = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}, {"problem": "q", "sol": "2"}])
-    with pytest.raises(D.DataFormatError, match=r"a\.jsonl: row 2: no gold answer.*'answer'.*answer_field"):
+    with pytest.raises(D.DataFormatError, match=r"a\.jsonl:2: no gold answer.*'answer'.*answer_field"):
         D.get_task(missing_answer).heldout()
     missing_problem = write_jsonl(tmp_path / "b.jsonl", [{"text": "p", "answer": "1"}])
-    with pytest.raises(D.DataFormatError, match=r"row 1: no problem text.*'problem' or 'question'.*\['answer', 'text'\]"):
+    with pytest.raises(D.DataFormatError, match=r"b\.jsonl:1: no problem text.*'problem' or 'question'.*\['answer', 'text'\]"):
         D.get_task(missing_problem).heldout()
     assert D.get_task(missing_problem, problem_field="text", eval_only=True).heldout()[0]["question"] == "p"
     broken = tmp_path / "c.jsonl"

@@ -9,6 +9,7 @@ separate tests below the table.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -54,6 +55,14 @@ def _study(**keys: str) -> dict[str, str]:
 
 
 COMPARE = ["compare", "{tmp}/study.yaml"]
+GOOD_LINES = '{"question": "1+1?", "answer": "2"}\n{"question": "2+2?", "answer": "4"}\n'
+NOT_AN_OBJECT = {"d.jsonl": '{"question": "1+1?", "answer": "2"}\n\n[1, 2, 3]\n'}
+CONFLICT = {"d.jsonl": GOOD_LINES + '{"question": "  1+1? ", "answer": "3"}\n'}
+LONG_LINE = {"d.jsonl": GOOD_LINES + json.dumps({"question": "x" * 4096, "answer": "1"}) + "\n"}
+
+
+def _eval(*args: str) -> list[str]:
+    return ["eval", "tiny", *args, "--n", "2", "--max-tokens", "2", "-o", "{tmp}/ev"]
 
 CASES = [
     # §3: TRL's enumerations, checked against the installed TRL / transformers before anything loads
@@ -100,6 +109,26 @@ CASES = [
          _study(jobs_dir="/proc/grae-x/jobs")),
     Case("compare exact eval at temperature 0", COMPARE, 2, "eval.exact: method 'grpo' evaluates at eval.temperature 0.0",
          _study(overrides="{max_steps: 1, eval.temperature: 0}", eval="{exact: true}")),
+    # §5: data files: one line naming the file, the line and the fix, before the model loads
+    Case("eval JSONL line not an object", _eval("--tasks", "{tmp}/d.jsonl"), 2,
+         "{tmp}/d.jsonl:3: expected a JSON object", NOT_AN_OBJECT),
+    Case("train JSONL line not an object", _train("--task.name", "{tmp}/d.jsonl"), 2,
+         "task: {tmp}/d.jsonl:3: expected a JSON object", NOT_AN_OBJECT),
+    Case("eval conflicting gold answers", _eval("--tasks", "{tmp}/d.jsonl"), 2,
+         "{tmp}/d.jsonl:3: the question of line 1 again with another gold answer ('3' here, '2' there)", CONFLICT),
+    Case("train conflicting gold answers", _train("--task.name", "local:{tmp}/d.jsonl"), 2,
+         "task: {tmp}/d.jsonl:3: the question of line 1 again", CONFLICT),
+    Case("eval oversized line", _eval("--tasks", "{tmp}/d.jsonl", "--task-param", "max_line_bytes=1000"), 2,
+         "{tmp}/d.jsonl:3: line longer than 1,000 bytes", LONG_LINE),
+    Case("train oversized line", _train("--task.name", "{tmp}/d.jsonl", "--task.params.max_line_bytes", "1000"), 2,
+         "task: {tmp}/d.jsonl:3: line longer than 1,000 bytes", LONG_LINE),
+    Case("train missing local file", _train("--task.name", "local:{tmp}/missing.jsonl"), 2,
+         "task.name: data file not found: {tmp}/missing.jsonl"),
+    Case("eval missing local file", _eval("--tasks", "local:{tmp}/missing.jsonl"), 2,
+         "--tasks local:{tmp}/missing.jsonl: no such file"),
+    Case("eval NAME=PATH missing", _eval("--tasks", "mine={tmp}/missing.jsonl"), 2,
+         "--tasks mine={tmp}/missing.jsonl: {tmp}/missing.jsonl does not exist"),
+    Case("eval NAME=DIR for a non-benchmark", _eval("--tasks", "mine={tmp}"), 2, "is not a .jsonl/.ndjson/.json/.parquet"),
 ]
 
 
@@ -212,3 +241,20 @@ def test_a_failed_compare_job_ends_the_study_in_one_line_and_keeps_the_others(tm
     ran.clear()
     CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
     assert ran == ["rloo"]
+
+
+def test_data_file_limits_and_names(tmp_path):
+    """The line limit is the user's to raise; NAME=PATH works with any name (the rows are the file's, under
+    that name); the same question with the same answer written two ways is one problem, not a conflict."""
+    from grae.data import get_task
+    from grae.data.local import DEFAULT_MAX_LINE_BYTES
+    from grae.eval.tasks import resolve_task
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(LONG_LINE["d.jsonl"])
+    assert DEFAULT_MAX_LINE_BYTES > 4200 and len(get_task(str(path), eval_only=True).heldout()) == 3
+    with pytest.raises(ValueError, match=r"d\.jsonl:3: line longer than 4,000 bytes"):
+        get_task(str(path), eval_only=True, max_line_bytes=4000).heldout()
+    path.write_text(GOOD_LINES + '{"question": "2+2?", "answer": "4.0"}\n')
+    task = resolve_task(f"anything={path}")
+    assert task.name == "anything" and [e["answer"] for e in task.heldout()] == ["2", "4"]

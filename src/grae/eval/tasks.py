@@ -5,7 +5,7 @@ An entry is one of
 * ``NAME`` — a benchmark (``math500``, ``aime2025``, … see :mod:`grae.eval.benchmarks`) or, failing
   that, any :func:`grae.data.get_task` name (``chain_sum``, ``rg:<generator>``, …): its held-out split;
 * ``NAME=PATH`` — benchmark ``NAME`` (its field mapping and answer extraction) read from a local file
-  or dataset directory;
+  or dataset directory; any other ``NAME``: the local data file ``PATH`` under that name;
 * ``PATH`` or ``local:PATH`` (grae.data's name form) — a local ``.jsonl``/``.ndjson``/``.json``/``.parquet``
   file, all of it held out, fields guessed by :func:`grae.data.map_generic_row`.
 """
@@ -42,21 +42,34 @@ def resolve_task(entry: str, *, prompt_style: str | None = None, params: dict[st
     kwargs = dict(params or {})
     if prompt_style is not None:
         kwargs["prompt_style"] = prompt_style
-    if "=" in entry and is_benchmark(entry.split("=", 1)[0]):
+    if "=" in entry and not Path(entry).expanduser().exists():
         name, path = entry.split("=", 1)
         if not Path(path).expanduser().exists():
             raise FileNotFoundError(f"--tasks {entry}: {path} does not exist")
-        return get_benchmark(name, path, **kwargs)
+        if is_benchmark(name):
+            return get_benchmark(name, path, **kwargs)
+        return _local_task(entry, Path(path).expanduser(), name, kwargs)
     if is_benchmark(entry):
         return get_benchmark(entry, **kwargs)
     path = Path(entry.removeprefix("local:")).expanduser()
     if path.suffix.lower() in LOCAL_SUFFIXES:
-        if not path.is_file():
-            raise FileNotFoundError(f"--tasks {entry}: no such file")
-        from grae.data import LocalTask
-
-        return LocalTask(str(path), eval_only=True, name=path.name.split(".")[0], **kwargs)
+        return _local_task(entry, path, path.name.split(".")[0], kwargs)
     return get_task(entry, **kwargs)
+
+
+def _local_task(entry: str, path: Path, name: str, kwargs: dict[str, Any]):
+    """A local data file, all of it held out, under task ``name``; read now, so a bad line (not an object,
+    too long, a conflicting answer) is refused before the model loads."""
+    from grae.data import LocalTask
+
+    if not path.exists():
+        raise FileNotFoundError(f"--tasks {entry}: no such file {path}; check the path")
+    if path.suffix.lower() not in LOCAL_SUFFIXES or not path.is_file():
+        raise FileNotFoundError(f"--tasks {entry}: {path} is not a {'/'.join(LOCAL_SUFFIXES)} file; NAME=DIR works "
+                                "for benchmarks only (math500=DIR, …)")
+    task = LocalTask(str(path), eval_only=True, name=name, **kwargs)
+    task.heldout(None)
+    return task
 
 
 def model_task_params(model: str, entry: str) -> tuple[dict[str, Any], str] | None:

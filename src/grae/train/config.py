@@ -341,9 +341,19 @@ def validate(cfg: TrainConfig) -> None:
         if not 0 <= seed < 2**32:  # numpy's and CUDA's seeds are 32-bit
             raise ConfigError(f"{name}: must be in [0, 2**32), got {seed}")
     from grae.data import get_task
+    from grae.data.fields import DataFormatError
 
     try:
         task = get_task(cfg.task.name, **cfg.task.params)
+        from grae.data import LocalTask
+
+        if isinstance(task, LocalTask):  # read now: a bad line is refused before anything is claimed or loaded
+            task.splits()
+    except FileNotFoundError as err:
+        raise ConfigError(f"task.name: {err.args[0] if err.args else err}; give an existing .jsonl/.json/.parquet "
+                          "file (local:PATH or PATH)") from None
+    except DataFormatError as err:
+        raise ConfigError(f"task: {err}") from None
     except (KeyError, TypeError, ValueError, AssertionError, OverflowError) as err:  # reasoning-gym checks by assert
         raise ConfigError(f"task: {err.args[0] if err.args else err} (task.params: {cfg.task.params})") from None
     from grae.data.visual import VisualTask
