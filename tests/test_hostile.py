@@ -10,7 +10,9 @@ separate tests below the table.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,8 @@ class Case:
     files: dict[str, str] = field(default_factory=dict)
     #: environment (module attributes) patched for the run: "module:attribute" -> value
     patch: dict[str, object] = field(default_factory=dict)
+    #: called with the test directory before the run (files that are not text)
+    setup: Callable[[Path], None] | None = None
 
 
 def _train(*args: str) -> list[str]:
@@ -59,6 +63,17 @@ GOOD_LINES = '{"question": "1+1?", "answer": "2"}\n{"question": "2+2?", "answer"
 NOT_AN_OBJECT = {"d.jsonl": '{"question": "1+1?", "answer": "2"}\n\n[1, 2, 3]\n'}
 CONFLICT = {"d.jsonl": GOOD_LINES + '{"question": "  1+1? ", "answer": "3"}\n'}
 LONG_LINE = {"d.jsonl": GOOD_LINES + json.dumps({"question": "x" * 4096, "answer": "1"}) + "\n"}
+
+
+def _cut_model(tmp: Path) -> None:
+    """A copy of the tiny model whose model.safetensors is cut in half (an interrupted copy)."""
+    import shutil
+
+    from grae.presets import tiny_model_path
+
+    shutil.copytree(tiny_model_path(), tmp / "cut")
+    weights = tmp / "cut" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
 
 def _eval(*args: str) -> list[str]:
@@ -129,6 +144,23 @@ CASES = [
     Case("eval NAME=PATH missing", _eval("--tasks", "mine={tmp}/missing.jsonl"), 2,
          "--tasks mine={tmp}/missing.jsonl: {tmp}/missing.jsonl does not exist"),
     Case("eval NAME=DIR for a non-benchmark", _eval("--tasks", "mine={tmp}"), 2, "is not a .jsonl/.ndjson/.json/.parquet"),
+    # §6: the rest
+    Case("eval --threads -1", _eval("--tasks", "chain_sum", "--threads", "-1"), 2, "--threads must be >= 1"),
+    Case("eval a cut model.safetensors", ["eval", "{tmp}/cut", "--tasks", "chain_sum", "-o", "{tmp}/ev"], 2,
+         "model: {tmp}/cut/model.safetensors cannot be read", setup=_cut_model),
+    Case("train a cut model.safetensors", _train("--model", "{tmp}/cut"), 2,
+         "model: {tmp}/cut/model.safetensors cannot be read", setup=_cut_model),
+    Case("eval --temperature 1e308", _eval("--tasks", "chain_sum", "--temperature", "1e308"), 2,
+         "--temperature must be in [0, 10]"),
+    Case("train --temperature 1e308", _train("--temperature", "1e308"), 2, "trl.temperature: must be in (0, 10]"),
+    Case("train --eval.temperature 1e308", _train("--eval.temperature", "1e308"), 2, "eval.temperature: must be in [0, 10]"),
+    Case("report on an empty rows file", ["report", "{tmp}/rows.jsonl", "-o", "{tmp}/rep"], 1,
+         "{tmp}/rows.jsonl: no sample rows or summaries to report", {"rows.jsonl": ""}),
+    Case("passk on an empty rows file", ["passk", "{tmp}/rows.jsonl"], 1, "{tmp}/rows.jsonl: no samples to count",
+         {"rows.jsonl": ""}),
+    Case("passk generation_id seven", ["passk", "{tmp}/rows.jsonl"], 1, "generation_id must be an integer >= 0",
+         {"rows.jsonl": '{"question_id": "a", "label": 1, "generation_id": "seven"}\n'}),
+    Case("train --resume into a missing directory", [*_train(), "--resume"], 2, "--resume: {tmp}/run does not exist"),
 ]
 
 
@@ -139,6 +171,8 @@ def test_hostile_input_ends_in_one_line_naming_the_field(tmp_path, monkeypatch, 
     for rel, text in case.files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text.replace("{tmp}", str(tmp_path)))
+    if case.setup is not None:
+        case.setup(tmp_path)
     for target, value in case.patch.items():
         module, attribute = target.split(":")
         monkeypatch.setattr(importlib.import_module(module), attribute, value)
@@ -258,3 +292,24 @@ def test_data_file_limits_and_names(tmp_path):
     path.write_text(GOOD_LINES + '{"question": "2+2?", "answer": "4.0"}\n')
     task = resolve_task(f"anything={path}")
     assert task.name == "anything" and [e["answer"] for e in task.heldout()] == ["2", "4"]
+
+
+def test_library_calls_refuse_or_answer_correctly():
+    """§6 in the library: a bare number is its own answer; complex rewards are refused, not cast; an
+    estimator's load_state_dict refuses a state that is not a mapping, naming state_dict."""
+    import numpy as np
+    import torch
+
+    from grae.advantage import get_estimator, names
+    from grae.rewards import verify_math, verify_math_batch
+
+    assert verify_math(42, "42") == 1.0 and verify_math(np.int64(42), "42") == 1.0 and verify_math(0.5, "1/2") == 1.0
+    assert verify_math(43, "42") == 0.0 and verify_math(True, "1") == 0.0 and verify_math(float("nan"), "1") == 0.0
+    assert verify_math_batch([42, 43, 42.0], ["42", "42", "42"]) == [1.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match=r"^rewards: expected real numbers, got dtype torch.complex64"):
+        get_estimator("grpo")(torch.tensor([1 + 0j, 0j, 1 + 2j, 0j]), torch.tensor([0, 0, 1, 1]))
+    for name in names():
+        estimator = get_estimator(name)
+        with pytest.raises(ValueError, match=r"^state_dict: expected the mapping"):
+            estimator.load_state_dict(None)
+        estimator.load_state_dict(estimator.state_dict())

@@ -181,8 +181,16 @@ class Estimator:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        _require_mapping(self, state)
         if state:
             raise ValueError(f"estimator {self.name!r} is stateless; got state keys {sorted(state)}")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every estimator's own ``load_state_dict`` first checks that it was handed a mapping."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("load_state_dict")
+        if own is not None and not getattr(own, "_checks_mapping", False):
+            cls.load_state_dict = _takes_a_mapping(own)  # type: ignore[method-assign]
 
     @property
     def params(self) -> dict[str, Any]:
@@ -192,6 +200,29 @@ class Estimator:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
+
+
+def _require_mapping(estimator: Any, state: Any) -> None:
+    """One ``ValueError`` line for a state that is not a mapping (None, a list, a path), instead of a
+    ``TypeError: 'NoneType' object is not iterable`` from inside ``load_state_dict``."""
+    from collections.abc import Mapping
+
+    if not isinstance(state, Mapping):
+        raise ValueError(f"state_dict: expected the mapping that {type(estimator).__name__}.state_dict() returns, "
+                         f"got {type(state).__name__}")
+
+
+def _takes_a_mapping(load):
+    """``load_state_dict`` that first checks its state with :func:`_require_mapping`."""
+    import functools
+
+    @functools.wraps(load)
+    def checked(self, state):
+        _require_mapping(self, state)
+        return load(self, state)
+
+    checked._checks_mapping = True  # type: ignore[attr-defined]
+    return checked
 
 
 def check(condition: bool, field_name: str, message: str) -> None:
@@ -231,6 +262,9 @@ def _validate(rewards: Any, group_ids: Any) -> tuple[Tensor, Tensor]:
     if group_ids.shape != rewards.shape:
         raise ValueError(f"group_ids: shape {tuple(group_ids.shape)} does not match rewards {tuple(rewards.shape)}; "
                          "pass one group id per sample.")
+    if rewards.is_complex():  # a cast would drop the imaginary part with a mere warning
+        raise ValueError(f"rewards: expected real numbers, got dtype {rewards.dtype}; a reward is one real score per "
+                         "sample (take .real or abs() in the reward function if that is what it means)")
     if not rewards.is_floating_point():
         rewards = rewards.to(torch.float32)
     if bool(torch.isinf(rewards).any()):

@@ -152,6 +152,13 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", f"--{next(iter(vllm_options)).replace('_', '-')} is a vLLM setting; "
                                      "use --backend vllm (or auto on a CUDA machine with vllm installed)")
             raise typer.Exit(2)
+        from grae.weights import weights_problem
+
+        why = weights_problem(model) or (f"--threads must be >= 1 (torch CPU threads), got {threads}"
+                                         if threads is not None and threads < 1 else None)
+        if why:
+            error(console, "error:", why)
+            raise typer.Exit(2)
         if threads:
             import torch
 

@@ -189,9 +189,15 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "config error", err)
             raise typer.Exit(2) from None
+        if resume and not os.path.isdir(cfg.output_dir):  # before the probe below, which would create it
+            error(console, "config error", f"--resume: {cfg.output_dir} does not exist, so there is no run to continue; "
+                  "check --output-dir, or drop --resume to start a new run")
+            raise typer.Exit(2)
         if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
             check_writable(console, cfg.output_dir, "--output-dir")
-        why = model_unavailable(cfg.model) or hub_push_unavailable(cfg.trl)
+        from grae.weights import weights_problem
+
+        why = model_unavailable(cfg.model) or weights_problem(cfg.model) or hub_push_unavailable(cfg.trl)
         if why:
             error(console, "config error", why)
             raise typer.Exit(2)

@@ -142,12 +142,19 @@ class TasksResult:
         return [self.plan.output / f"{file_stem(name)}.jsonl" for name in self.results]
 
 
+#: highest sampling temperature taken (eval and grae train's eval.temperature / trl.temperature): at
+#: T = 10 a logit gap of 10 is a probability ratio of e, so the distribution is already near-uniform noise
+MAX_TEMPERATURE = 10.0
+
+
 def _check_settings(model: str, *, n: int, temperature: float, top_p: float, max_tokens: int | None,
                     num_problems: int | None, batch_size: int | None, output: Path | None) -> None:
     from .identity import looks_like_missing_path
 
     bad = [(name, rule, value) for name, value, rule, ok in [
-        ("--n", n, ">= 1", n >= 1), ("--temperature", temperature, ">= 0 (0 = greedy)", temperature >= 0),
+        ("--n", n, ">= 1", n >= 1),
+        ("--temperature", temperature, f"in [0, {MAX_TEMPERATURE:g}] (0 = greedy; above, every token is about equally "
+         "likely)", 0 <= temperature <= MAX_TEMPERATURE),
         ("--top-p", top_p, "in (0, 1]", 0 < top_p <= 1),
         ("--max-tokens", max_tokens, ">= 1", max_tokens is None or max_tokens >= 1),
         ("--num-problems", num_problems, ">= 1", num_problems is None or num_problems >= 1),

@@ -255,7 +255,11 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
     inputs: list[tuple[str, dict[str, TaskCurve]]] = []
     for source, label in zip(sources, labels):
         run = train_run(source)
-        inputs += _run_curves(run, label) if run is not None else [(label, load_task_curves(source))]
+        found = _run_curves(run, label) if run is not None else [(label, load_task_curves(source))]
+        if not any(task_curves for _, task_curves in found):  # as passk: an empty input is an error, not an empty report
+            raise RecordsError(f"{source}: no sample rows or summaries to report (an empty file?); give grae eval "
+                               "output, a train run, a samples JSONL or a summary JSON")
+        inputs += found
     labels = [label for label, _ in inputs]
     if len(set(labels)) != len(labels):
         raise ValueError(f"labels must be distinct, got {labels}; pass --label for each input")

@@ -82,6 +82,10 @@ def count_problems(rows: Iterable[dict[str, Any]], n: int | None = None, *,
             label = as_label(row["label"])
         except RecordsError as err:
             raise RecordsError(f"row {position + 1} (question {qid}): {err}") from None
+        if gid is not None and (isinstance(gid, bool) or not isinstance(gid, (int, float)) or gid < 0
+                                or (isinstance(gid, float) and not gid.is_integer())):
+            raise RecordsError(f"row {position + 1} (question {qid}): generation_id must be an integer >= 0 (the "
+                               f"sample's index), got {gid!r}; fix the row or drop the field")
         if gid is not None:
             if (qid, gid) in seen:  # a resumed writer's duplicate: the same sample twice
                 if seen[qid, gid] != label:

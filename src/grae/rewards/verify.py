@@ -155,6 +155,20 @@ def fast_compare(pred: str, gold: str) -> bool | None:
 # --- gold answers ----------------------------------------------------------------------------------
 
 
+def number_answer(value: Any) -> str | None:
+    """A completion that is a finite real number (``42``, ``0.5``, a numpy scalar; not a bool) as answer text,
+    in :func:`gold_answer`'s form: ``verify_math(42, "42")`` is 1.0. None for anything else."""
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if isinstance(number, float) and not math.isfinite(number):
+        return None
+    return gold_answer(number)
+
+
 def gold_answer(gold: Any) -> str:
     """The comparable form of a gold answer: last ``\\boxed{}`` if it has one, else the cleaned string."""
     text = completion_text(gold) if not isinstance(gold, (int, float)) else repr(gold)
@@ -198,11 +212,12 @@ def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_T
     """
     _stats.incr("calls")
     try:
-        text = completion_text(completion)
+        number = number_answer(completion)
+        text = completion_text(completion) if number is None else number
         if not text.strip():
             _stats.incr("rejected")
             return 0.0
-        pred = extract_math_answer(text)
+        pred = extract_math_answer(text) if number is None else number  # a bare number is the answer itself
         if pred is None:
             _stats.incr("no_answer")
             return 0.0
@@ -276,6 +291,7 @@ def verify_math_batch(completions: Sequence[Any], golds: Sequence[Any], *, timeo
 def _pair_key(completion: Any, gold: Any, index: int) -> tuple:
     """What makes two verifications the same; a pair that cannot be read is its own (verify_math scores it 0)."""
     try:
-        return (completion_text(completion), gold_answer(gold))
+        number = number_answer(completion)
+        return (completion_text(completion) if number is None else ("#number", number), gold_answer(gold))
     except Exception:  # noqa: BLE001
         return ("#unreadable", index)

@@ -365,8 +365,11 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
         raise ConfigError(f"eval: n and num_problems must be >= 1, got n={cfg.eval.n}, num_problems={cfg.eval.num_problems}")
+    from grae.eval.jobs import MAX_TEMPERATURE
+
     e = cfg.eval
-    for name, bad, rule in [("eval.temperature", e.temperature < 0, ">= 0 (0 = greedy)"),
+    for name, bad, rule in [("eval.temperature", not 0 <= e.temperature <= MAX_TEMPERATURE,
+                             f"in [0, {MAX_TEMPERATURE:g}] (0 = greedy)"),
                             ("eval.top_p", not 0 < e.top_p <= 1, "in (0, 1]"),
                             ("eval.max_tokens", e.max_tokens < 1, ">= 1"), ("eval.batch_size", e.batch_size < 1, ">= 1")]:
         if bad:
@@ -379,6 +382,9 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"model: {cfg.model!r} does not exist "
                           "(a local directory, a hub id org/name, or a preset: tiny, tiny-vlm, smollm2)")
     cfg.trl = check_trl(cfg.trl)
+    if cfg.trl.get("temperature", 0) > MAX_TEMPERATURE:
+        raise ConfigError(f"trl.temperature: must be in (0, {MAX_TEMPERATURE:g}] (above, every token is about equally "
+                          f"likely), got {cfg.trl['temperature']}")
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
     prompts_per_step = args.generation_batch_size // args.num_generations
     if cfg.task.train_size < prompts_per_step:
