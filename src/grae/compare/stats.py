@@ -24,6 +24,7 @@ one-way estimate. (This docstring said "the larger" until issue 36; the code alw
 The interval is mean ± t_ν·√V with
 Satterthwaite's degrees of freedom ν: ≈ S − 1 when seeds dominate, ≈ P − 1 when they do not, so it
 is neither the too-narrow normal interval at 3–5 seeds nor the too-wide t_{S−1} when seeds agree.
+t_ν's quantiles and tail probabilities are ``scipy.stats.t``'s (non-integer ν included).
 
 Differences against the baseline are **paired**: seed s of a method is compared with seed s of the
 baseline (same data order and sampling seed) on the same problems, and the interval is the same
@@ -43,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from grae.eval.stats import ProblemCounts, per_problem_passk
 
@@ -62,26 +64,6 @@ def stack_passk(per_seed: Sequence[ProblemCounts], ks: Sequence[int]) -> tuple[n
     """``[seeds, problems, ks]`` per-problem pass@k on the problems every seed has."""
     shared = [q for q in per_seed[0].question_ids if all(q in set(c.question_ids) for c in per_seed[1:])]
     return np.stack([per_problem_passk(c.subset(shared), ks) for c in per_seed]), shared
-
-
-def _t_cdf(x: float, df: float) -> float:
-    """Student-t CDF for x ≥ 0 by integrating the density (no SciPy in the core dependencies)."""
-    df = min(df, 1e6) if np.isfinite(df) else 1e6
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    t = np.linspace(0.0, x, 4001)
-    density = np.exp(log_norm - (df + 1) / 2 * np.log1p(t * t / df))
-    return 0.5 + float(np.sum((density[1:] + density[:-1]) * np.diff(t)) / 2)
-
-
-def _t_quantile(q: float, df: float) -> float:
-    """Student-t quantile for q ≥ 0.5, by bisection on ``_t_cdf``."""
-    lo, hi = 0.0, 1.0
-    while _t_cdf(hi, df) < q:
-        hi *= 2
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _t_cdf(mid, df) < q else (lo, mid)
-    return (lo + hi) / 2
 
 
 def crossed_variance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,8 +102,8 @@ def crossed_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
     out = []
     for m, v, nu in zip(point, variance, dof):
         se = math.sqrt(max(float(v), 0.0))
-        half = _t_quantile(0.5 + level / 2, float(nu)) * se
-        opposite = (0.0 if m != 0 else 0.5) if se == 0 else max(0.0, 1 - _t_cdf(abs(float(m)) / se, float(nu)))
+        half = float(student_t.ppf(0.5 + level / 2, float(nu))) * se
+        opposite = (0.0 if m != 0 else 0.5) if se == 0 else float(student_t.sf(abs(float(m)) / se, float(nu)))
         out.append(Interval(float(m), float(m) - half, float(m) + half, opposite))
     return out
 
@@ -206,6 +188,6 @@ def curve_bands(series: Sequence[Sequence[float | None]], level: float = 0.95) -
     arr = np.array([[np.nan if v is None else v for v in s[:length]] for s in series], dtype=float)
     mean = np.nanmean(arr, axis=0)
     n = np.sum(~np.isnan(arr), axis=0).clip(min=1)
-    t = np.array([_t_quantile(0.5 + level / 2, float(max(c - 1, 1))) for c in n])
+    t = student_t.ppf(0.5 + level / 2, np.maximum(n - 1, 1).astype(float))  # [steps]
     half = t * np.nanstd(arr, axis=0, ddof=1 if arr.shape[0] > 1 else 0) / np.sqrt(n)
     return mean, mean - half, mean + half
