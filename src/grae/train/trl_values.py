@@ -9,6 +9,8 @@ Nothing here is a copy of TRL's lists:
 * a plain-``str`` field that TRL documents as an enumeration (:data:`DOCUMENTED_ENUMS`) takes the quoted
   names of its ``metadata["help"]`` ("Supported values are 'grpo', 'dr_grpo', …"), less other fields'
   names and ``key='value'`` examples; its default is always among them;
+* ``cache_implementation`` and ``torch_compile_mode`` take transformers' and torch's own lists
+  (:data:`LIBRARY_ENUMS`);
 * ``report_to`` takes transformers' ``INTEGRATION_TO_CALLBACK`` names plus ``all``/``none``, and an
   integration whose package is not installed is refused too (the Trainer would raise on building it).
 
@@ -58,11 +60,33 @@ def documented_values(name: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _cache_implementations() -> tuple[str, ...]:
+    from transformers.generation.configuration_utils import ALL_CACHE_IMPLEMENTATIONS
+
+    return tuple(ALL_CACHE_IMPLEMENTATIONS)
+
+
+def _compile_modes() -> tuple[str, ...]:
+    from torch._inductor import list_mode_options
+
+    return tuple(list_mode_options())
+
+
+#: GRPOConfig's free-text fields whose values another library enumerates (transformers' generation
+#: caches, torch.compile's modes); they fail only when generation or compilation starts
+LIBRARY_ENUMS = {"cache_implementation": _cache_implementations, "torch_compile_mode": _compile_modes}
+
+
 @functools.cache
 def allowed_values() -> dict[str, tuple[str, ...]]:
     """Every enumerated GRPOConfig field (other than enum-typed ones) → the values TRL accepts."""
     out = {f.name: tuple(f.metadata["choices"]) for f in _fields().values() if f.metadata.get("choices")}
     out.update({name: documented_values(name) for name in DOCUMENTED_ENUMS})
+    for name, values in LIBRARY_ENUMS.items():
+        try:
+            out[name] = values()
+        except (ImportError, AttributeError):  # another version keeps them elsewhere: TRL's own check stands
+            pass
     return out
 
 
