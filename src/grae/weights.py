@@ -1,30 +1,66 @@
-"""Checking a local model directory's weight files before anything is claimed or loaded.
+"""Whether a model directory's or a checkpoint's weight files are whole, read from their headers only.
 
 A ``model.safetensors`` cut short (a copy or download interrupted, a full disk) makes transformers raise
 ``SafetensorError: … incomplete metadata, file not fully covered`` from deep inside ``from_pretrained``,
-after ``grae train`` has claimed its run directory. Opening each file with safetensors reads only its
-header and checks that the header's tensors lie within the file: milliseconds, no tensor is read.
+after ``grae train`` has claimed its run directory; ``--resume`` passes over a checkpoint with such a
+file. Each ``.safetensors`` header is checked against the file's size and each torch archive for its
+closing directory: milliseconds, no tensor is read.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 
 def weights_problem(model: str) -> str | None:
-    """Why the safetensors files of local model directory ``model`` cannot be loaded (cut short, corrupt),
-    as one line naming the file and the fix; None when they open, or ``model`` is not a local directory."""
+    """Why the weight files of local model directory ``model`` cannot be loaded (cut short, corrupt), as
+    one line naming the file and the fix; None when they are whole, or ``model`` is not a local directory."""
     path = Path(model).expanduser()
     if not path.is_dir():
         return None
-    from safetensors import safe_open
+    reason = checkpoint_damage(str(path))
+    if reason is None:
+        return None
+    return (f"model: {path / reason.split(':', 1)[0]} cannot be read ({reason.split(':', 1)[1].strip()}); the file is "
+            "cut short or corrupt: copy or download it again, or use another checkpoint")
 
-    for weights in sorted(path.glob("*.safetensors")):
-        try:
-            with safe_open(str(weights), framework="pt"):
-                pass
-        except Exception as err:  # noqa: BLE001 - safetensors raises its own SafetensorError, OSError, ValueError
-            why = " ".join(str(err).split()) or type(err).__name__
-            return (f"model: {weights} cannot be read ({why}); the file is cut short or corrupt: copy or download "
-                    "it again, or use another checkpoint")
+
+def checkpoint_damage(checkpoint: str) -> str | None:
+    """Why ``checkpoint`` cannot be loaded whole — a ``.safetensors`` file shorter than its header
+    says, a torch ``.pt``/``.bin`` archive without its closing directory (cut short) — or None. Reads
+    headers and archive directories only, not the tensors."""
+    import zipfile
+
+    for name in sorted(os.listdir(checkpoint)):
+        path = os.path.join(checkpoint, name)
+        if name.endswith(".safetensors"):
+            reason = _safetensors_damage(path)
+        elif name.endswith((".pt", ".bin", ".pth")):
+            try:
+                with zipfile.ZipFile(path):
+                    reason = None
+            except (OSError, zipfile.BadZipFile) as err:
+                reason = f"not a whole torch archive ({err})"
+        else:
+            continue
+        if reason:
+            return f"{name}: {reason}"
+    return None
+
+
+def _safetensors_damage(path: str) -> str | None:
+    size = os.path.getsize(path)
+    try:
+        with open(path, "rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or length > size - 8:
+                return f"{size} bytes, shorter than its header"
+            header = json.loads(f.read(length))
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
+        return f"unreadable header ({type(err).__name__})"
+    if 8 + length + end > size:
+        return f"{size} bytes, its header promises {8 + length + end}"
     return None

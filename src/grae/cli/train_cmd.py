@@ -204,7 +204,7 @@ def register(app: typer.Typer) -> None:
 
         from rich.markup import escape
 
-        from grae.train.run import INTERRUPTED_EXIT, DiskFullError, run_train
+        from grae.train.run import INTERRUPTED_EXIT, DiskFullError, DivergenceError, run_train
 
         console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
                       f"{escape(cfg.model)} → {escape(cfg.output_dir)}", highlight=False, soft_wrap=True)
@@ -213,7 +213,7 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "error:", err)
             raise typer.Exit(2) from None
-        except DiskFullError as err:
+        except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
             raise typer.Exit(1) from None
         except Exception as err:  # a write failure outside the guarded writers (run.json, metrics, …): one line

@@ -47,6 +47,11 @@ trl#4525 is to override ``_generate_and_score_completions``):
    the assembled batch of kept groups (docs/sampling.md). Logs ``grae/kept_group_frac``,
    ``grae/gen_batches``, ``grae/filler_groups``, ``grae/selected_p``; the posterior is checkpointed.
 
+8. Divergence (:mod:`grae.engines.divergence`): every step's loss and gradient norm are checked before
+   the optimizer step, the rollouts' sampling distribution as it is drawn, every weight at each save;
+   the first non-finite value raises :class:`~grae.engines.divergence.DivergenceError` (the step, what,
+   the likely cause), and a checkpoint with non-finite weights is never written.
+
 Estimator state updates only on training batches; evaluation batches use a throw-away copy.
 
 Settings that would silently change meaning are mapped or refused at construction:
@@ -98,11 +103,13 @@ from trl.trainer.utils import nanmax, nanmin, nanstd, pad
 
 from grae.advantage import EstimatorLike, check_context_supported, get_estimator
 from grae.engines import STATE_FILE
+from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
 from grae.engines.rollout_logps import RolloutLogprobRecorder, logit_modifiers, recording_generate, vllm_logprob_modifiers
 from grae.engines.rows import LEFT_PADDED, concat_rows, pad_value, per_row_tensors, take_rows, trim_padding
 from grae.io import atomic_write_json
 from grae.loss import AGG_MODES, agg_loss, kl_penalty, policy_loss
 from grae.sampling import GROUP_KINDS, PromptPosterior, PromptStream, SamplingConfig, group_kinds, informative_groups
+from grae.weights import checkpoint_damage
 
 logger = logging.getLogger(__name__)
 
@@ -299,6 +306,8 @@ class GraeTrainer(GRPOTrainer):
         self.grae_generated_completions = 0
         #: the groups of the last training generation: round, group, prompt index, kind, rewards, trained
         self.last_groups: list[dict] = []
+        #: this optimizer step's micro-batch losses, checked with the gradient norm (:meth:`_get_grad_norm`)
+        self._step_losses: list[torch.Tensor] = []
 
     def _check_sampling(self) -> tuple[PromptPosterior | None, PromptStream | None]:
         """Refuse what dynamic sampling / selection cannot do; build their state."""
@@ -839,8 +848,56 @@ class GraeTrainer(GRPOTrainer):
             return
         super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
 
+    # -- divergence (grae.engines.divergence) ---------------------------------------------------
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """TRL's micro-step (rollouts, loss, backward); a non-finite sampling distribution stops it, its loss
+        is kept for the check before the optimizer step (:meth:`_get_grad_norm`)."""
+        try:
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        except RuntimeError as err:
+            if not is_non_finite_sampling(err):
+                raise
+            raise self._diverged("the rollouts' sampling probabilities are non-finite (the logits overflowed)") from None
+        self._step_losses.append(loss.detach().float().reshape(-1)[:1])
+        return loss
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        """Transformers' gradient norm (before clipping), after which the optimizer steps: a non-finite loss
+        of this step (on any process) or a non-finite norm stops training here, the weights untouched."""
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        losses = torch.cat(self._step_losses) if self._step_losses else torch.zeros(1)  # [micro-batches]
+        self._step_losses = []
+        bad = (~torch.isfinite(losses)).nonzero()
+        flag = torch.tensor([float(len(bad))], device=self.accelerator.device)
+        if self.accelerator.reduce(flag, reduction="sum").item() > 0:  # every process stops at the same step
+            loss = float(losses[bad[0, 0]]) if len(bad) else math.nan
+            raise self._diverged(f"the loss is {describe(loss) if len(bad) else 'non-finite on another process'}")
+        norm = float(grad_norm) if grad_norm is not None else 0.0
+        if not math.isfinite(norm):
+            raise self._diverged(f"the gradient norm is {describe(norm)} (the loss was finite)")
+        return grad_norm
+
+    def grae_check_weights(self, model=None) -> None:
+        """Raise :class:`~grae.engines.divergence.DivergenceError` when any weight of ``model`` (default: the
+        trained one) is non-finite, on every process (the count is summed over them)."""
+        bad, total = non_finite_count((model or self.model).parameters())
+        count = self.accelerator.reduce(torch.tensor([float(bad)], device=self.accelerator.device), reduction="sum")
+        if count.item() > 0:
+            raise self._diverged(f"{int(count.item()):,} of the model's {total:,} weights are non-finite",
+                                 step=self.state.global_step)
+
+    def _diverged(self, what: str, step: int | None = None) -> DivergenceError:
+        """The error naming ``step`` (default: the step being taken), ``what`` and the likely cause from the
+        learning rate and the last batch's largest |reward|."""
+        rewards = self._last_rewards_per_func
+        finite = rewards[torch.isfinite(rewards)] if rewards is not None else None
+        scale = float(finite.abs().max()) if finite is not None and finite.numel() else None
+        return DivergenceError(self.state.global_step + 1 if step is None else step, what,
+                               likely_cause(self.args.learning_rate, scale))
+
     # -- estimator state in checkpoints -----------------------------------------------------
     def _save_checkpoint(self, model, trial):
+        self.grae_check_weights(model)  # the newest checkpoint on disk stays the last finite one
         super()._save_checkpoint(model, trial)
         # Every rank reaches this (Trainer saves on all ranks): the marker is written only after every
         # rank has written its part (its RNG state), so a marked checkpoint is whole.
@@ -1011,45 +1068,6 @@ def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damage
             return checkpoint
         if on_damaged is not None:
             on_damaged(checkpoint, reason)
-    return None
-
-
-def checkpoint_damage(checkpoint: str) -> str | None:
-    """Why ``checkpoint`` cannot be loaded whole — a ``.safetensors`` file shorter than its header
-    says, a torch ``.pt``/``.bin`` archive without its closing directory (cut short) — or None. Reads
-    headers and archive directories only, not the tensors."""
-    import zipfile
-
-    for name in sorted(os.listdir(checkpoint)):
-        path = os.path.join(checkpoint, name)
-        if name.endswith(".safetensors"):
-            reason = _safetensors_damage(path)
-        elif name.endswith((".pt", ".bin", ".pth")):
-            try:
-                with zipfile.ZipFile(path):
-                    reason = None
-            except (OSError, zipfile.BadZipFile) as err:
-                reason = f"not a whole torch archive ({err})"
-        else:
-            continue
-        if reason:
-            return f"{name}: {reason}"
-    return None
-
-
-def _safetensors_damage(path: str) -> str | None:
-    size = os.path.getsize(path)
-    try:
-        with open(path, "rb") as f:
-            length = int.from_bytes(f.read(8), "little")
-            if size < 8 or length > size - 8:
-                return f"{size} bytes, shorter than its header"
-            header = json.loads(f.read(length))
-        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
-        return f"unreadable header ({type(err).__name__})"
-    if 8 + length + end > size:
-        return f"{size} bytes, its header promises {8 + length + end}"
     return None
 
 

@@ -408,7 +408,8 @@ class Snapshots(TrainerCallback):
     ``steps``, under ``<run>/snapshots/step-N`` — the checkpoints of a compare frontier
     (``grae.compare``, issue 21 §4). TRL's rotating ``checkpoints/`` (``save_total_limit``) never
     deletes them. A snapshot is written whole or not at all (``.partial`` then rename) and an existing
-    one (a resumed run) is kept. Only the main process writes."""
+    one (a resumed run) is kept, and one with non-finite weights is never written. Only the main process
+    writes."""
 
     def __init__(self, out: str | Path, steps, processing, owner: bool = True):
         self.out, self.steps, self.processing, self.owner = Path(out), set(steps), processing, owner
@@ -419,6 +420,10 @@ class Snapshots(TrainerCallback):
             return
         target = snapshot_path(self.out, step)
         if target.exists():
+            return
+        from grae.engines.divergence import non_finite_count
+
+        if non_finite_count(model.parameters())[0]:  # diverged: the trainer stops at its next check
             return
         import shutil
 

@@ -30,6 +30,8 @@ from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+#: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
+MAX_LEARNING_RATE = 1.0
 
 
 class ConfigError(ValueError):
@@ -112,6 +114,9 @@ class TrainConfig:
     output_dir: str = "runs/default"
     #: any ``trl.GRPOConfig`` field (listed below as trl.<field>)
     trl: dict = field(default_factory=dict)
+    #: train at a trl.learning_rate above 1.0 (MAX_LEARNING_RATE), which is refused otherwise: such rates
+    #: diverge or collapse the policy (docs/reliability.md)
+    allow_large_learning_rate: bool = False
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     #: train a LoRA adapter instead of the full model: ``peft.LoraConfig`` keyword arguments (``{r: 16,
@@ -386,6 +391,10 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"trl.temperature: must be in (0, {MAX_TEMPERATURE:g}] (above, every token is about equally "
                           f"likely), got {cfg.trl['temperature']}")
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
+    if args.learning_rate > MAX_LEARNING_RATE and not cfg.allow_large_learning_rate:
+        raise ConfigError(f"trl.learning_rate: {args.learning_rate:g} is above {MAX_LEARNING_RATE:g}, where training "
+                          "diverges or collapses (the tiny recipe trains at 2e-5); lower it, or force it with "
+                          "--allow_large_learning_rate")
     prompts_per_step = args.generation_batch_size // args.num_generations
     if cfg.task.train_size < prompts_per_step:
         raise ConfigError(f"task.train_size: {cfg.task.train_size} prompts, but one generation batch takes {prompts_per_step} "

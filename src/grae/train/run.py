@@ -34,13 +34,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grae.engines.divergence import DivergenceError
 from grae.eval.identity import model_identity, trained_identity
 from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, to_dict
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
 
-__all__ = ["INTERRUPTED_EXIT", "DiskFullError", "RunResult", "evaluate_heldout", "run_train"]
+__all__ = ["INTERRUPTED_EXIT", "DiskFullError", "DivergenceError", "RunResult", "evaluate_heldout", "run_train"]
 
 #: exit status after SIGINT / SIGTERM (the shell's 128 + signal number)
 INTERRUPTED_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -189,7 +190,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     if resume_from:
         log(f"resuming from {resume_from}")
     t0 = time.perf_counter()
-    with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest):
+    with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest), _stops_diverged(newest):
         if resume_step is not None and (resume_step >= cfg.max_steps or _budget_spent(cfg, resume_from)):
             # trained to the end before (stopped in evaluation, or pre-empted after the last step):
             # transformers' train() would take one more step before it checks max_steps or the budget
@@ -208,7 +209,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         log(f"interrupted at step {steps}: checkpoint saved; continue with --resume")
         wait_for_everyone(args)  # no rank leaves (and has the launcher stop the others) before this is said
         return RunResult(out, steps, train_seconds, before, interrupted_by=stopped_by, main=main)
-    with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest):
+    with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest), _stops_diverged(newest):
+        trainer.grae_check_weights()  # final/ never holds non-finite weights
         _save_final(trainer, processing, out / "final", args)
     if not main:
         return RunResult(out, steps, train_seconds, main=False)
@@ -228,6 +230,20 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
         report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds)
     return RunResult(out, steps, train_seconds, before, after, report)
+
+
+@contextlib.contextmanager
+def _stops_diverged(newest):
+    """A :class:`DivergenceError` in the block names what is kept: the newest checkpoint (the last finite one:
+    a non-finite one is never written) and no ``final/``."""
+    try:
+        yield
+    except DivergenceError as err:
+        kept = newest()
+        where = f"the last finite checkpoint is {kept}" if kept else "no checkpoint was saved before it"
+        raise DivergenceError(err.step, err.what, err.cause,
+                              note=f"{where}, no final/ written; start anew once it is fixed (another --output-dir, "
+                                   "or --overwrite)") from None
 
 
 def _budget_spent(cfg: TrainConfig, checkpoint: str | None) -> bool:
