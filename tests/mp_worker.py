@@ -41,6 +41,7 @@ from trl import GRPOConfig  # noqa: E402
 
 from grae.engines.trl import GraeTrainer, latest_complete_checkpoint  # noqa: E402
 from grae.tiny import tiny_model_path  # noqa: E402
+from timeouts import scaled  # noqa: E402
 
 G = 4
 
@@ -180,7 +181,7 @@ def run(spec: dict, out_root: str) -> None:
         report_to="none", save_strategy="no", logging_steps=1, max_steps=spec.get("steps", 2),
         learning_rate=1e-3, per_device_train_batch_size=spec.get("prompts_per_device", 2) * G, num_generations=G,
         max_completion_length=6, temperature=1.0, top_k=0, beta=0.0, gradient_checkpointing=False,
-        dataloader_num_workers=0, seed=0, ddp_timeout=spec.get("ddp_timeout", 60),
+        dataloader_num_workers=0, seed=0, ddp_timeout=round(scaled(spec.get("ddp_timeout", 60))),
     )
     config.update(spec.get("config", {}))
     kind = spec.get("reward", "parity")

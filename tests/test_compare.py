@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,10 +16,16 @@ from grae.compare.grid import ConfigError, expand_methods, load_compare_config  
 from grae.compare.stats import paired_vs_baseline, two_level_bootstrap  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
 from grae.train.rundir import read_metrics  # noqa: E402
+from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
+# the module's studies share one worker under `make test` (-n 2 --dist loadgroup): each runs once
+pytestmark = pytest.mark.xdist_group("test_compare")
 
-def write_config(tmp_path, model_dir):
+
+def study_config(model_dir, output_dir, **study) -> dict:
+    """A small study on a random tiny model (2 steps of 8 completions, G = 4, 4 tokens; 4 held-out problems x
+    n = 4): 2 methods x 2 seeds unless ``study`` replaces keys."""
     cfg = {
         "base": "default",
         "overrides": {"model": model_dir, "max_steps": 2, "save_steps": 2, "task": {"train_size": 100},
@@ -27,29 +34,51 @@ def write_config(tmp_path, model_dir):
         "methods": {"grpo": {"estimator": "grpo"}, "ngrpo": {"estimator": "ngrpo"}},
         "seeds": [0, 1],
         "baseline": "grpo",
-        "output_dir": str(tmp_path / "compare"),
+        "output_dir": str(output_dir),
         "bootstrap": 200,
         "title": "smoke",
     }
+    cfg.update(study)
+    return cfg
+
+
+def write_config(tmp_path, model_dir):
     path = tmp_path / "compare.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(study_config(model_dir, tmp_path / "compare")))
     return path
 
 
-def test_compare_small_grid_and_rerun_skips(tmp_path):
-    model_dir = build_random_tiny(str(tmp_path / "tiny"))
-    config = write_config(tmp_path, model_dir)
-    cmd = [sys.executable, "-m", "grae.cli", "compare", str(config)]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def compare(config, *args) -> subprocess.CompletedProcess:
+    """``grae compare CONFIG ARGS`` in a fresh process."""
+    return subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(config), *args], capture_output=True,
+                          text=True, timeout=scaled(600))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return build_random_tiny(str(tmp_path_factory.mktemp("tiny")))
+
+
+@pytest.fixture(scope="module")
+def small_grid(tmp_path_factory, model_dir):
+    """One 2-method x 2-seed study for the module (its tests share the run); the report and summary as the
+    first invocation wrote them."""
+    root = tmp_path_factory.mktemp("grid")
+    config = write_config(root, model_dir)
+    first = compare(config)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    out = tmp_path / "compare"
-    report = (out / "report.md").read_text()
+    out = root / "compare"
+    return SimpleNamespace(root=root, config=config, out=out, report=(out / "report.md").read_text(),
+                           summary=json.loads((out / "summary.json").read_text()))
+
+
+def test_compare_small_grid_reports_methods_and_the_base(small_grid):
+    out, report, summary = small_grid.out, small_grid.report, small_grid.summary
     assert "| grpo |" in report and "| ngrpo |" in report and "Paired difference vs grpo" in report
     assert "seeds per method: 2" in report and "training wall time" in report
     assert "over 1 invocation(s), which ran 4 of the 4 jobs" in report
     assert all((out / png).stat().st_size > 0 for png in ("passk.png", "dynamics.png", "passk_vs_baseline.png"))
     assert "![pass@k difference vs baseline](passk_vs_baseline.png)" in report
-    summary = json.loads((out / "summary.json").read_text())
     assert set(summary["methods"]) == {"grpo", "ngrpo"}
     # method − base model, paired on the problem: pass@1 is the mean label, recomputed here from the rows
     assert "Paired difference vs the base model" in report and "Where the update goes over training" in report
@@ -60,37 +89,40 @@ def test_compare_small_grid_and_rerun_skips(tmp_path):
         assert summary["vs_base"][method]["1"]["mean"] == pytest.approx(expected, abs=1e-9)
         assert summary["update_allocation"][method]["omega"][-1] >= 0
 
-    mtimes = {p: p.stat().st_mtime for p in out.glob("jobs/*/seed*/eval/summary.json")}
+
+def test_a_rerun_skips_finished_jobs(small_grid):
+    mtimes = {p: p.stat().st_mtime for p in small_grid.out.glob("jobs/*/seed*/eval/summary.json")}
     assert len(mtimes) == 4
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    second = compare(small_grid.config)
     assert second.returncode == 0
     assert "4 of 4 jobs already finished; running 0" in second.stdout
     assert all(p.stat().st_mtime == t for p, t in mtimes.items())
 
-    # a second study on the same job pool reuses the finished grpo runs and says so in its budget
-    other = yaml.safe_load(config.read_text())
-    other.update(output_dir=str(tmp_path / "other"), jobs_dir=str(out / "jobs"), methods={"grpo": {"estimator": "grpo"}})
-    other_path = tmp_path / "other.yaml"
+
+def test_a_second_study_on_the_same_job_pool_reuses_its_runs(small_grid):
+    """A second study on the same job pool reuses the finished grpo runs and says so in its budget."""
+    other = yaml.safe_load(small_grid.config.read_text())
+    other.update(output_dir=str(small_grid.root / "other"), jobs_dir=str(small_grid.out / "jobs"),
+                 methods={"grpo": {"estimator": "grpo"}})
+    other_path = small_grid.root / "other.yaml"
     other_path.write_text(yaml.safe_dump(other))
-    third = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(other_path)], capture_output=True, text=True,
-                           timeout=600)
+    third = compare(other_path)
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     assert "2 of 2 jobs already finished; running 0" in third.stdout
-    assert "not recorded (no invocation ran a job)" in (tmp_path / "other" / "report.md").read_text()
+    assert "not recorded (no invocation ran a job)" in (small_grid.root / "other" / "report.md").read_text()
 
 
-def test_a_training_only_study_reports_from_its_training_logs(tmp_path):
+def test_a_training_only_study_reports_from_its_training_logs(tmp_path, model_dir):
     """Jobs with eval.enabled false and no study ``eval`` key: the report is the training logs' and the
     checkpoint frontier's (both stopped on a missing eval/after.jsonl after every job had trained); eval
-    on for some methods only is refused before anything runs."""
-    model_dir = build_random_tiny(str(tmp_path / "tiny"))
+    on for some methods only is refused before anything runs. The frontier evaluates with the jobs' own
+    eval settings, kept small here (4 problems x n = 4; the default's 200 x 64 took ~4 minutes)."""
     raw = yaml.safe_load(write_config(tmp_path, model_dir).read_text())
-    raw["overrides"]["eval"] = {"enabled": False}
+    raw["overrides"]["eval"]["enabled"] = False
     raw.update(seeds=[0], frontier=[0.5, 1.0], methods={"grpo": {"estimator": "grpo"}, "agrae": {"estimator": "agrae"}})
     config = tmp_path / "train_only.yaml"
     config.write_text(yaml.safe_dump(raw))
-    run = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(config)], capture_output=True, text=True,
-                         timeout=600)
+    run = compare(config)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = tmp_path / "compare"
     report = (out / "report.md").read_text()

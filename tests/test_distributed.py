@@ -39,6 +39,7 @@ from grae.advantage import get_estimator  # noqa: E402
 from grae.engines.trl import trl_default_params  # noqa: E402
 from mp_worker import MODES, G  # noqa: E402
 from strategies import general_names  # noqa: E402
+from timeouts import scaled  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 WORKER = Path(__file__).with_name("mp_worker.py")
@@ -66,6 +67,7 @@ def launch(tmp: Path, runs: list[dict], nproc: int, *, timeout: float, expect_ex
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
+    timeout = scaled(timeout)
     try:
         log, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -110,14 +112,14 @@ def disagreeing(tmp_path_factory):
     return launch(tmp_path_factory.mktemp("disagree"), runs, 2, timeout=480)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(scaled(600))
 @pytest.mark.parametrize("mode", DISAGREEMENTS)
 @pytest.mark.parametrize("name", general_names())
 def test_ranks_that_disagree(disagreeing, name, mode):
     check_disagreeing_ranks(disagreeing[name], name, name, mode)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(scaled(600))
 @pytest.mark.parametrize("run", list(ACCUMULATION))
 def test_accumulation_and_reuse_with_disagreeing_ranks(disagreeing, run):
     ranks = disagreeing[run]
@@ -163,7 +165,7 @@ def check_disagreeing_ranks(ranks: list[dict], run: str, name: str, mode: str) -
     assert ranks[0]["final_state"] == ranks[1]["final_state"], f"{run}: estimator state differs between ranks"
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(scaled(600))
 def test_total_reward_failure_stops_every_rank(disagreeing):
     errors = [r.get("error", "") for r in disagreeing["all_raising"]]
     assert all(e.startswith("RewardFunctionError") and "failed on all 16 samples" in e for e in errors), errors
@@ -211,7 +213,7 @@ def step_losses(ranks: list[dict]) -> list[float]:
     return [totals[k] for k in sorted(totals)]
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(scaled(900))
 @pytest.mark.parametrize("name", list(EQUIVALENCE))
 def test_one_and_two_processes_agree(one_and_two, name):
     one, two, root = one_and_two
@@ -232,7 +234,7 @@ def test_one_and_two_processes_agree(one_and_two, name):
     assert_close(p1.double(), p2.double(), f"{name}: parameters after training")
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(scaled(900))
 def test_agrae_omega_window_is_the_same_state_on_one_and_two_processes(one_and_two):
     """The ω window spans steps (16 samples a step, N = 24) and every rank of both runs holds it, step by step;
     ω is the reference's mean of the newest 24 gathered rewards."""
@@ -250,7 +252,7 @@ def test_agrae_omega_window_is_the_same_state_on_one_and_two_processes(one_and_t
 
 
 # -- stateful AVSPO through kill + resume --------------------------------------------------------
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(scaled(600))
 def test_avspo_state_is_identical_on_every_rank_through_kill_and_resume(tmp_path):
     common = dict(estimator="avspo", stand_in=True, steps=5, reward="parity",
                   config=dict(save_strategy="steps", save_steps=1))

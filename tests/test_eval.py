@@ -25,6 +25,7 @@ from grae.eval import backends
 from grae.eval.records import RecordsError, read_rows, repair_tail
 from grae.eval.runner import plan_calls, run_samples
 from grae.eval.stats import count_problems, paired_difference, passk_estimates
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -469,7 +470,7 @@ def test_eval_killed_midway_resumes_without_loss_or_duplicates(random_model_dir,
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", "from grae.cli import main; main()", *args, "--output", str(killed_dir)],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             if rows_path.exists() and rows_path.read_bytes().count(b"\n") >= 24:  # three calls on disk
@@ -477,7 +478,7 @@ def test_eval_killed_midway_resumes_without_loss_or_duplicates(random_model_dir,
             time.sleep(0.02)
         assert proc.poll() is None, f"eval ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        proc.wait(scaled(10))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -570,7 +571,8 @@ def test_unreachable_hub_model_fails_with_a_clear_message(tmp_path, monkeypatch)
 def test_passk_refuses_rows_it_cannot_count(tmp_path, lines, message):
     path = tmp_path / "rows:100:.jsonl"  # ":100:" would become an emoji through rich markup
     path.write_text("\n".join(lines) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "grae.cli", "passk", str(path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "grae.cli", "passk", str(path)], capture_output=True, text=True,
+                          timeout=scaled(120))
     assert proc.returncode == 1 and message in proc.stdout, proc.stdout
     assert f"{path}: " in proc.stdout and len(proc.stdout.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
@@ -578,7 +580,8 @@ def test_passk_refuses_rows_it_cannot_count(tmp_path, lines, message):
 def test_passk_refuses_a_file_that_is_not_utf8(tmp_path):
     path = tmp_path / "latin1.jsonl"
     path.write_bytes('{"question_id":"q1","label":1}\n{"question_id":"caf\xe9","label":0}\n'.encode("latin-1"))
-    proc = subprocess.run([sys.executable, "-m", "grae.cli", "passk", str(path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "grae.cli", "passk", str(path)], capture_output=True, text=True,
+                          timeout=scaled(120))
     assert proc.returncode == 1 and f"{path}:2: not UTF-8 text" in proc.stdout and "Traceback" not in proc.stderr
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from timeouts import scaled
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -15,7 +17,7 @@ def test_the_minimal_loop_trains(tmp_path):
     """examples/minimal_loop.py: sample → verify → estimator → grae.loss → optimizer, no TRL."""
     pytest.importorskip("transformers")
     proc = subprocess.run([sys.executable, str(EXAMPLES / "minimal_loop.py"), "--steps", "3", "--estimator", "grpo"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("step")]
     assert [line.split()[1] for line in steps] == ["1", "3"]

@@ -21,6 +21,7 @@ from grae.engines.trl import COMPLETE_MARKER  # noqa: E402
 from grae.train.rundir import read_metrics  # noqa: E402
 from test_integrity_train import identity_of, tree_digest  # noqa: E402
 from test_train_run import SMALL, wait_for_steps  # noqa: E402
+from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -50,7 +51,7 @@ def torchrun_train(model_dir, out: Path, *extra) -> subprocess.Popen:
 def finish(proc: subprocess.Popen, *, ok: bool = True, timeout: float = 240) -> str:
     """The launch's output; a hang (ranks waiting for each other) fails the test instead of stalling it."""
     try:
-        log, _ = proc.communicate(timeout=timeout)
+        log, _ = proc.communicate(timeout=scaled(timeout))
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         log, _ = proc.communicate()

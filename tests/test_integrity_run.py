@@ -24,6 +24,7 @@ from grae.advantage.base import REWARD_LIMIT
 from grae.train.config import ConfigError
 from grae.train.faults import write_failure
 from grae.train.rundir import LOCK_FILE, claim, never_trained, release
+from timeouts import scaled
 
 # -- write failures ---------------------------------------------------------------------------------
 
@@ -63,9 +64,9 @@ def test_processes_claiming_one_directory_together_get_one_owner(tmp_path, round
     procs = [ctx.Process(target=_claim_once, args=(str(tmp_path / "D"), barrier, results)) for _ in range(n)]
     for p in procs:
         p.start()
-    outcomes = [results.get(timeout=30) for _ in range(n)]
+    outcomes = [results.get(timeout=scaled(30)) for _ in range(n)]
     for p in procs:
-        p.join(timeout=30)
+        p.join(timeout=scaled(30))
     owners = [value for kind, value in outcomes if kind == "ok"]
     assert len(owners) == 1, outcomes
     assert json.loads((tmp_path / "D" / "run.json").read_text())["run_id"] == owners[0]
@@ -78,7 +79,8 @@ def test_the_lock_is_held_until_released_and_never_counts_as_content(tmp_path):
     claim(out, config, resume=False, overwrite=False)
     child = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from grae.train.rundir import "
                             "claim; claim(Path(sys.argv[1]), {'max_steps': 1}, resume=False, overwrite=True)", str(out)],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                           timeout=scaled(120))
     assert child.returncode != 0 and "in use by another grae process" in child.stderr
     release(out)
     assert never_trained(out)  # run.json only: a new claim takes the directory without --overwrite
@@ -219,7 +221,7 @@ def test_two_trains_started_together_into_one_directory_one_trains(model_dir, tm
 
     out = tmp_path / "D"
     procs = [grae_train(model_dir, out, "--max-steps", "1", *QUICK) for _ in range(2)]
-    logs = [p.communicate(timeout=300)[0] for p in procs]
+    logs = [p.communicate(timeout=scaled(300))[0] for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], logs
     refused = logs[[p.returncode for p in procs].index(2)]
@@ -254,7 +256,7 @@ def test_a_run_that_failed_before_its_first_step_does_not_hold_its_directory(mod
 
     out = tmp_path / "D"
     failed = grae_train(model_dir, out, "--max-steps", "1", *QUICK, "--task.params.min_terms", "-3")
-    log, _ = failed.communicate(timeout=300)
+    log, _ = failed.communicate(timeout=scaled(300))
     assert failed.returncode != 0, log
     finish(grae_train(model_dir, out, "--max-steps", "1", *QUICK))  # the corrected rerun, no --overwrite
 
@@ -267,12 +269,12 @@ def test_a_file_size_limit_is_one_line_in_train_and_eval(model_dir, tmp_path):
     train = [sys.executable, "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(tmp_path / "T"),
              *SMALL, "--max-steps", "1", *QUICK]
     proc = subprocess.run(["bash", "-c", 'ulimit -f 16; exec "$@"', "_", *train], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=scaled(300))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "file-size limit reached" in log and "Traceback" not in log, log[-3000:]
     evaluate = [sys.executable, "-m", "grae.cli", "eval", model_dir, "--tasks", "chain_sum", "--n", "4",
                 "--num-problems", "4", "--max-tokens", "6", "-o", str(tmp_path / "E")]
     proc = subprocess.run(["bash", "-c", 'ulimit -f 1; exec "$@"', "_", *evaluate], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=scaled(300))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "file-size limit reached" in log and "Traceback" not in log, log[-3000:]

@@ -22,6 +22,7 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.engines.trl import COMPLETE_MARKER, latest_complete_checkpoint  # noqa: E402
 from grae.train.rundir import read_metrics  # noqa: E402
 from test_train_run import finish, grae_train  # noqa: E402
+from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -127,7 +128,7 @@ def test_overwrite_never_clears_a_directory_that_is_not_a_run(model_dir, tmp_pat
 def test_bad_settings_stop_before_a_model_loads(tmp_path, args, message):
     cmd = [sys.executable, "-m", "grae.cli", "train", "--output-dir", str(tmp_path / "r"), "--trl.per_device_train_batch_size",
            "16", "--trl.num_generations", "4", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert message in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "r").exists()
@@ -140,10 +141,10 @@ def test_bad_settings_stop_before_a_model_loads(tmp_path, args, message):
 ])
 def test_bad_eval_settings_stop_before_a_model_loads(tmp_path, args, message):
     proc = subprocess.run([sys.executable, "-m", "grae.cli", "eval", "./no/such/model", "--tasks", "chain_sum", *args],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=scaled(120), cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stdout, proc.stdout[-2000:]
     missing = subprocess.run([sys.executable, "-m", "grae.cli", "eval", "./no/such/model", "--tasks", "chain_sum"],
-                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                             capture_output=True, text=True, timeout=scaled(120), cwd=tmp_path)
     assert missing.returncode == 2 and "does not exist" in missing.stdout
 
 
@@ -153,7 +154,8 @@ def test_eval_into_an_output_of_other_weights_is_refused(model_dir, tmp_path):
 
     def grae_eval(model, *extra):
         return subprocess.run([sys.executable, "-m", "grae.cli", "eval", model, "--tasks", "chain_sum", "--n", "2",
-                               "--num-problems", "2", "-o", str(out), *extra], capture_output=True, text=True, timeout=300)
+                               "--num-problems", "2", "-o", str(out), *extra], capture_output=True, text=True,
+                              timeout=scaled(300))
 
     assert grae_eval(model_dir).returncode == 0
     again = grae_eval(model_dir)

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from timeouts import scaled
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 CORE = ("grae.advantage", "grae.loss", "grae.metrics", "grae.groups", "grae.theory")
 #: what the core must not pull in: the engines, tasks and CLI's dependencies (the `train`/`verl` extras)
@@ -29,7 +31,7 @@ def imported_by(modules: tuple[str, ...], src: Path = SRC) -> list[str]:
     code = (f"import sys; sys.path.insert(0, {str(src)!r}); import json\n"
             + "".join(f"import {m}\n" for m in modules)
             + f"print(json.dumps(sorted(p for p in {list(HEAVY)!r} if p in sys.modules)))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(300))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

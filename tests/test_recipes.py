@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from timeouts import scaled
+
 ROOT = Path(__file__).resolve().parent.parent
 VERL_DIR = ROOT / "examples" / "verl"
 TRL_DIR = ROOT / "examples" / "trl"
@@ -46,7 +48,7 @@ def run_recorded(script: Path, tmp_path: Path, *args: str, env: dict | None = No
     record.unlink(missing_ok=True)
     full_env = {"PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path), "RECORD": str(record),
                 "DATA_DIR": str(data), "GEO3K_DIR": str(data), **(env or {})}
-    proc = subprocess.run(["bash", str(script), *args], env=full_env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["bash", str(script), *args], env=full_env, capture_output=True, text=True, timeout=scaled(60))
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stderr[-3000:]}"
     return [json.loads(line) for line in record.read_text().splitlines()]
 
@@ -252,7 +254,7 @@ def test_the_readme_overrides_compose_and_a_typo_stops_before_ray(tmp_path):
 @pytest.mark.verl
 def test_the_launcher_refuses_a_typo_in_one_line_before_verl_starts(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grae.engines.verl.main", "algorithm.adv_estimator=grae_agrae",
-                           "+algorithm.grae.alhpa=0.5"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                           "+algorithm.grae.alhpa=0.5"], capture_output=True, text=True, timeout=scaled(120), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "grae: algorithm.grae.alhpa: estimator 'agrae'" in proc.stderr and "Traceback" not in proc.stderr
 

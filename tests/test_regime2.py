@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -110,22 +108,17 @@ def test_frontier_steps_and_distance():
 
 def test_compare_frontier_two_fractions_end_to_end(tmp_path):
     pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+    from test_compare import compare, study_config
     from tiny_model import build_random_tiny
 
     model_dir = build_random_tiny(str(tmp_path / "tiny"))
-    cfg = {
-        "base": "default",
-        "overrides": {"model": model_dir, "max_steps": 4, "save_steps": 4, "task": {"train_size": 40},
-                      "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4},
-                      "eval": {"num_problems": 4, "n": 4, "batch_size": 16}},
-        "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}},
-        "seeds": [0], "baseline": "grpo", "output_dir": str(tmp_path / "cmp"), "bootstrap": 50,
-        "frontier": [0.5, 1.0], "frontier_eval": {"num_problems": 3, "n": 2},
-    }
+    cfg = study_config(model_dir, tmp_path / "cmp", methods={"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}},
+                       seeds=[0], bootstrap=50, frontier=[0.5, 1.0], frontier_eval={"num_problems": 3, "n": 2})
+    del cfg["title"]
+    cfg["overrides"].update(max_steps=4, save_steps=4, task={"train_size": 40})
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    done = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path)], capture_output=True, text=True,
-                          timeout=600)
+    done = compare(path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = tmp_path / "cmp"
     for method in ("grpo", "nsr"):
@@ -147,8 +140,7 @@ def test_compare_frontier_two_fractions_end_to_end(tmp_path):
     cfg.pop("frontier_eval")
     cfg["eval"] = {"exact": True, "num_problems": 3}
     path.write_text(yaml.safe_dump(cfg))
-    done = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path)], capture_output=True, text=True,
-                          timeout=600)
+    done = compare(path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "0 of 2 jobs already finished; running 2" in done.stdout  # finished, but not yet evaluated exactly
     assert {p: p.stat().st_mtime for p in out.glob("jobs/*/seed0/eval/summary.json")} == trained
@@ -168,16 +160,14 @@ def test_compare_frontier_two_fractions_end_to_end(tmp_path):
     report = (out / "report.md").read_text()
     assert "exact pass@k by answer enumeration" in report and "early-stopping frontier" in report
     assert "| reference: format-only oracle (exact) |" in report and "near-miss guesser (w = 20)" in report
-    again = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path)], capture_output=True, text=True,
-                           timeout=600)
+    again = compare(path)
     assert again.returncode == 0 and "2 of 2 jobs already finished; running 0" in again.stdout
 
     # jobs without a sampled held-out evaluation (run with eval.enabled: false, evaluated exactly by compare):
     # the report still writes, and says why the memorisation diagnostics are missing
     for after in out.glob("jobs/*/seed0/eval/after.jsonl"):
         after.unlink()
-    only = subprocess.run([sys.executable, "-m", "grae.cli", "compare", str(path), "--report-only"],
-                          capture_output=True, text=True, timeout=600)
+    only = compare(path, "--report-only")
     assert only.returncode == 0, only.stdout[-3000:] + only.stderr[-3000:]
     report = (out / "report.md").read_text()
     assert "Not computed: no job has a sampled held-out evaluation" in report and "| nsr |" in report

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 import grae.rewards as R
 from grae.rewards import _pool
+from timeouts import scaled
 
 # Non-hostile calls get a generous timeout: the machine may be busy; a timeout would be a false 0.
-T = 60.0
+T = scaled(60.0)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -170,7 +171,7 @@ def test_hard_timeout_kills_and_replaces_a_stuck_worker(tmp_path, monkeypatch):
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_HANGING_WORKER)
     monkeypatch.setattr(_pool, "WORKER_SCRIPT", str(script))
-    pool = _pool.MathWorkerPool(max_workers=1, memory_mb=0, startup_timeout=30)
+    pool = _pool.MathWorkerPool(max_workers=1, memory_mb=0, startup_timeout=scaled(30))
     R.reset_stats()
     try:
         pool.warmup(1)
@@ -193,7 +194,7 @@ def test_worker_start_failure_is_reported(tmp_path, monkeypatch):
     script = tmp_path / "broken_worker.py"
     script.write_text("import sys; sys.stderr.write('no math_verify here'); sys.exit(1)\n")
     monkeypatch.setattr(_pool, "WORKER_SCRIPT", str(script))
-    pool = _pool.MathWorkerPool(max_workers=1, memory_mb=0, startup_timeout=30)
+    pool = _pool.MathWorkerPool(max_workers=1, memory_mb=0, startup_timeout=scaled(30))
     with pytest.raises(_pool.WorkerStartError, match="no math_verify here"):
         pool.verify("1", "2", 1.0)
     assert pool._live == 0

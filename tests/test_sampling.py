@@ -120,6 +120,7 @@ def test_rows_of_different_widths_keep_their_tokens():
 pytest.importorskip("trl", reason="the TRL engine is the `train` extra; `make test` installs it")
 from grae.engines.trl import SAMPLING_STATE_FILE, GraeTrainer  # noqa: E402
 from test_trl_engine import G, make_trainer  # noqa: E402
+from timeouts import scaled  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +218,7 @@ def test_grae_train_with_dynamic_sampling_logs_every_step(tmp_path):
     cmd = [sys.executable, "-m", "grae.cli", "train", "--max-steps", "3", "--sampling.dynamic", "true",
            "--sampling.log_groups", "true", "--sampling.budget_completions", "100000", "--eval.enabled", "false",
            "--trl.per_device_train_batch_size", "32", "--output-dir", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(600))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in metrics] == [1, 2, 3]
@@ -237,11 +238,11 @@ def test_grae_train_stops_at_the_completion_budget(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "grae.cli", "train", "--max-steps", "50", "--sampling.budget_completions", "40",
            "--eval.enabled", "false", "--trl.per_device_train_batch_size", "16", "--output-dir", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(600))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((out / "eval" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["generated_completions"] == 48  # 16 per step: 48 >= 40 after step 3
-    resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=scaled(600))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert json.loads((out / "eval" / "summary.json").read_text())["steps"] == 3  # spent: no further step
 
@@ -266,6 +267,6 @@ def test_the_dynamic_sampling_example_runs(tmp_path):
 
     example = Path(__file__).resolve().parent.parent / "examples" / "trl" / "dynamic_sampling.py"
     proc = subprocess.run([sys.executable, str(example), "--max-steps", "1", "--output-dir", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=scaled(600))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "kept_group_frac" in proc.stdout and "generated" in proc.stdout

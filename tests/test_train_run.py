@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.train.rundir import read_metrics  # noqa: E402
+from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 SMALL = ["--task.train_size", "200", "--trl.per_device_train_batch_size", "16", "--trl.num_generations", "4",
@@ -32,7 +33,7 @@ def grae_train(model_dir, out, *extra, **popen):
 
 
 def finish(proc, timeout=300, code=0):
-    out, _ = proc.communicate(timeout=timeout)
+    out, _ = proc.communicate(timeout=scaled(timeout))
     assert proc.returncode == code, out[-3000:]
     return out
 
@@ -40,7 +41,7 @@ def finish(proc, timeout=300, code=0):
 def wait_for_steps(metrics, steps: int, timeout: float = 240, proc=None) -> None:
     """Until ``metrics`` (a run's metrics.jsonl) holds ``steps`` rows, ``proc`` (the run) has exited, or
     ``timeout`` seconds."""
-    deadline = time.time() + timeout
+    deadline = time.time() + scaled(timeout)
     while (not metrics.exists() or len(metrics.read_text().splitlines()) < steps) and time.time() < deadline:
         if proc is not None and proc.poll() is not None:
             return
@@ -73,7 +74,7 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
     crashed = tmp_path / "crashed"
     proc = grae_train(model_dir, crashed, *args)
     marker = crashed / "checkpoints" / "checkpoint-4" / "grae_checkpoint_complete"
-    deadline = time.time() + 240
+    deadline = time.time() + scaled(240)
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     assert marker.exists() and proc.poll() is None, "run ended before it could be killed"
@@ -110,7 +111,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(model_dir, tmp_path, sig, code):
 
 def test_config_errors_fail_before_loading_a_model(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--estimator", "agrea", "--model", "/does/not/exist"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 2
     assert "unknown estimator 'agrea'" in proc.stdout and "agrae" in proc.stdout
 
@@ -124,14 +125,14 @@ def test_lora_run_without_held_out_evaluation(tmp_path):
     out = tmp_path / "lora"
     proc = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--max-steps", "1", "--eval.enabled", "false",
                            "--peft.r", "4", "--trl.per_device_train_batch_size", "16", "--output-dir", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=scaled(600))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "held-out evaluation off" in proc.stdout and "pass@" not in proc.stdout
     assert (out / "final" / "adapter_config.json").exists()
     report = (out / "report.md").read_text()
     assert "not evaluated" in report and "200 problems" not in report
     bad = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--peft.rr", "4", "--output-dir", str(tmp_path / "x")],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=scaled(300))
     assert bad.returncode == 2 and "peft:" in bad.stdout + bad.stderr
 
 

@@ -13,6 +13,7 @@ import pytest
 from grae.rewards.dotted import load_reward_function
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 
@@ -48,7 +49,7 @@ def test_train_with_a_dotted_reward_and_mapped_local_columns(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "grae.cli", "train", str(config), "--output-dir", str(out)],
-                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=scaled(600), env=env, cwd=tmp_path)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     assert "warning: no learning signal" in log and "answer" in log
@@ -57,6 +58,6 @@ def test_train_with_a_dotted_reward_and_mapped_local_columns(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5] and all(r["reward"] == 0.0 for r in rows)
     bad = subprocess.run([sys.executable, "-m", "grae.cli", "train", str(config), "--output-dir", str(tmp_path / "x"),
-                          "--reward_funcs", "myrewards:nope"], capture_output=True, text=True, timeout=300, env=env,
+                          "--reward_funcs", "myrewards:nope"], capture_output=True, text=True, timeout=scaled(300), env=env,
                          cwd=tmp_path)
     assert bad.returncode == 2 and "reward_funcs" in bad.stdout + bad.stderr and not (tmp_path / "x").exists()

@@ -21,6 +21,7 @@ from grae.cli.train_cmd import split_args  # noqa: E402
 from grae.train import config as config_mod  # noqa: E402
 from grae.train.config import TRL_RANGES, ConfigError, load_config  # noqa: E402
 from grae.train.schema import config_keys, format_keys  # noqa: E402
+from timeouts import scaled  # noqa: E402
 
 # -- §1: every listed bad value is refused in one line naming the field ----------------------------
 
@@ -238,12 +239,12 @@ def test_real_process_one_line_no_traceback_version_and_wide_tables(tmp_path):
     """The installed entry point: exit 2 with one line; --version; a table in a pipe is not cut at 80."""
     run = [sys.executable, "-m", "grae.cli"]
     proc = subprocess.run([*run, "train", "--learning_rate", "inf", "--output-dir", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
     assert "trl.learning_rate: must be a finite number, got inf" in proc.stdout
-    version = subprocess.run([*run, "--version"], capture_output=True, text=True, timeout=60)
+    version = subprocess.run([*run, "--version"], capture_output=True, text=True, timeout=scaled(60))
     assert version.returncode == 0 and version.stdout.startswith("grae ")
-    table = subprocess.run([*run, "estimators"], capture_output=True, text=True, timeout=60,
+    table = subprocess.run([*run, "estimators"], capture_output=True, text=True, timeout=scaled(60),
                            env={k: v for k, v in __import__("os").environ.items() if k != "COLUMNS"})
     assert max(len(line) for line in table.stdout.splitlines()) > 80
     assert "…" not in table.stdout

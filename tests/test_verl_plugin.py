@@ -20,6 +20,7 @@ import torch
 
 from grae.advantage import get_estimator, names
 from strategies import general_names
+from timeouts import scaled
 
 pytestmark = pytest.mark.verl
 
@@ -120,7 +121,7 @@ def test_entry_point_is_declared_and_plain_import_verl_registers_everything():
             "from verl.trainer.ppo import core_algos as c\n"
             "print(json.dumps({'adv': sorted(c.ADV_ESTIMATOR_REGISTRY), 'loss': sorted(c.POLICY_LOSS_REGISTRY),"
             " 'loaded': 'grae.engines.verl.plugin' in sys.modules}))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=scaled(120))
     if proc.returncode != 0 and "No module named 'verl'" in proc.stderr:
         pytest.fail(HINT, pytrace=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -162,7 +163,7 @@ def test_a_failing_plugin_is_loud_although_verl_swallows_it(tmp_path):
     env.pop("VERL_USE_EXTERNAL_PLUGINS", None)
     code = ("import verl, grae.engines.verl as gv\n"
             "try:\n    gv.check()\nexcept RuntimeError as e:\n    print('CHECK-RAISED:', e)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=scaled(120))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "CHECK-RAISED:" in proc.stdout and "grae_grpo" in proc.stdout and "already registered" in proc.stdout
     assert "ERROR" in proc.stderr and "grae's verl plugin failed" in proc.stderr

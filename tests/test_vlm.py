@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from grae.data import get_task
+from timeouts import scaled
 
 pytest.importorskip("PIL", reason="the visual tasks render with Pillow (a transformers dependency)")
 
@@ -135,7 +136,7 @@ def test_evaluating_the_vlm_on_images_records_the_image(vlm, tmp_path):
 def test_grae_eval_runs_on_a_visual_task(tmp_path):
     out = tmp_path / "ev"
     proc = subprocess.run([sys.executable, "-m", "grae.cli", "eval", "tiny-vlm", "--tasks", "bar_value", "--num-problems", "3",
-                           "--n", "2", "--output", str(out)], capture_output=True, text=True, timeout=300)
+                           "--n", "2", "--output", str(out)], capture_output=True, text=True, timeout=scaled(300))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "bar_value.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and all(r["image_id"].startswith("bar_value/") for r in rows)
@@ -147,7 +148,7 @@ def test_grae_train_tiny_vlm_two_steps(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "grae.cli", "train", "--model", "tiny-vlm", "--max-steps", "2",
                            "--eval.enabled", "false", "--trl.per_device_train_batch_size", "16", "--output-dir", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=scaled(600))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     config = (out / "config.yaml").read_text()
     assert "count_shapes" in config and "alpha: 0.5" in config
