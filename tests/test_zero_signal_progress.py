@@ -6,7 +6,7 @@ import json
 
 from grae.cli.eval_cmd import plain_progress
 from grae.eval.backends import CPU_LARGE_MODEL_BATCH, approx_params, default_batch_size
-from grae.train.callbacks import ZeroSignalWarning, sparse_signal_note, zero_signal_note
+from grae.train.callbacks import sparse_signal_note, zero_signal_note
 
 
 def _rows(fracs, reward=0.0):
@@ -23,14 +23,6 @@ def test_signal_in_any_early_step_or_too_few_steps_is_not_flagged():
     assert zero_signal_note(_rows([1.0, 1.0, 0.5, 1.0, 1.0])) is None
     assert zero_signal_note(_rows([1.0] * 4)) is None
     assert zero_signal_note([{"step": 1, "reward": 0.0}] * 5) is None  # no frac_reward_zero_std logged
-
-
-def test_callback_warns_once_in_the_log():
-    lines = []
-    cb = ZeroSignalWarning(lines.append, first_steps=3)
-    for _ in range(6):
-        cb.on_log(None, None, None, logs={"reward": 0.0, "frac_reward_zero_std": 1.0})
-    assert len(lines) == 1 and lines[0].startswith("warning: no learning signal")
 
 
 def test_report_carries_the_warning(tmp_path):

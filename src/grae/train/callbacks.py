@@ -10,6 +10,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grae.io import append_jsonl, atomic_write_text
+from grae.train.learning_signal import likely_causes, progress_mark
 
 #: metrics.jsonl column -> TRL/GraeTrainer log key
 COLUMNS = {
@@ -107,15 +108,8 @@ def zero_signal_note(rows: list[dict], first_steps: int = ZERO_SIGNAL_STEPS) -> 
     if len(head) < first_steps or any(r["frac_reward_zero_std"] < 1.0 for r in head):
         return None
     rewards = [r["reward"] for r in head if isinstance(r.get("reward"), (int, float))]
-    if rewards and max(rewards) == 0.0:
-        cause = ("every completion scored 0: the model likely never writes the answer in the format the verifier "
-                 "reads (e.g. <answer> tags or \\boxed{} it does not produce), or the verifier rejects correct "
-                 "answers; score a few completions by hand, change the prompt or the task's plain_answer fallback")
-    elif rewards and min(rewards) == max(rewards):
-        cause = (f"every completion scored {rewards[0]:g}: the task is too easy (or too hard) for the model, "
-                 "or the verifier returns a constant")
-    else:
-        cause = "within each group the completions scored alike: raise num_generations or temperature"
+    clipped = [r["completions/clipped_ratio"] for r in head if isinstance(r.get("completions/clipped_ratio"), (int, float))]
+    cause = "likely causes: " + likely_causes(rewards, clipped)
     return (f"no learning signal: rewards were equal within every group for the first {len(head)} logged steps "
             f"(frac_reward_zero_std = 1, so advantages, loss and grad_norm are 0); {cause}")
 
@@ -139,23 +133,6 @@ def sparse_signal_note(rows: list[dict], threshold: float = SPARSE_SIGNAL_FRAC) 
             "rarely wrong: a harder task keeps groups mixed")
     return (f"sparse learning signal: {empty} of {len(fracs)} logged steps had equal rewards within every group "
             f"(no gradient); mean training reward {mean:.3f}, so groups were {side}")
-
-
-class ZeroSignalWarning(TrainerCallback):
-    """Says once, in the log, when :func:`zero_signal_note` finds the run's first steps without signal."""
-
-    def __init__(self, log, first_steps: int = ZERO_SIGNAL_STEPS):
-        self.log, self.first_steps = log, first_steps
-        self.rows: list[dict] = []
-        self.note: str | None = None
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.note is not None or not logs or "reward" not in logs or len(self.rows) >= self.first_steps:
-            return
-        self.rows.append(dict(logs))
-        self.note = zero_signal_note(self.rows, self.first_steps)
-        if self.note is not None:
-            self.log(f"warning: {self.note}")
 
 
 def is_model_only(checkpoint: str | Path) -> bool:
@@ -237,8 +214,8 @@ class TrackerRunConfig(TrainerCallback):
             return
         values = {f"heldout/{which}/pass@{k}": float(v) for k, v in sorted(passk.items())}
         run = self._wandb_run() if "wandb" in args.report_to else None
-        if run is not None:
-            run.log(values, step=step)
+        if run is not None:  # on transformers' x-axis (train/global_step); wandb's own step is past `step` after
+            run.log({**values, "train/global_step": step})  # training, and a row logged with step= below it is dropped
         writer = self._tensorboard(args)
         if writer is not None:
             for key, value in values.items():
@@ -331,7 +308,7 @@ class RichProgress(TrainerCallback):
             return
         stats = " ".join(f"{label}={logs[key]:.3f}" for label, key in
                          [("reward", "reward"), ("ω", "grae/omega"), ("ACR", "grae/acr"), ("H", "entropy")]
-                         if isinstance(logs.get(key), (int, float)))
+                         if isinstance(logs.get(key), (int, float))) + progress_mark(logs)
         self.progress.update(self.task, completed=state.global_step, stats=stats)
         if not self.progress.console.is_terminal:  # a log file or a pipe: a plain line per logged step
             self.progress.console.print(f"train step {state.global_step}/{state.max_steps} {stats}", markup=False,

@@ -126,6 +126,10 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     #: write report.md and PNG plots at the end
     report: bool = True
+    #: logged steps without learning signal (no group with non-zero advantage: every group's rewards equal) in a
+    #: row after which one warning names the likely causes (reward format, token budget, task difficulty); each
+    #: such step is also said on the console at once. 0: no warning (grae.train.learning_signal)
+    no_signal_steps: int = 3
 
 
 def load_config(source: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
@@ -338,6 +342,9 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
+    if isinstance(cfg.no_signal_steps, bool) or not isinstance(cfg.no_signal_steps, int) or cfg.no_signal_steps < 0:
+        raise ConfigError(f"no_signal_steps: must be an integer >= 0 (logged steps without signal before the warning; "
+                          f"0 turns it off), got {cfg.no_signal_steps!r}")
     bad_steps = [s for s in cfg.keep_steps if not isinstance(s, int) or isinstance(s, bool) or not 1 <= s <= cfg.max_steps]
     if bad_steps:
         raise ConfigError(f"keep_steps: {bad_steps} are not training steps in 1..max_steps ({cfg.max_steps}); "

@@ -85,9 +85,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         RichProgress,
         Snapshots,
         TrackerRunConfig,
-        ZeroSignalWarning,
         is_model_only,
     )
+    from grae.train.learning_signal import NoSignalWatch
 
     out = Path(cfg.output_dir)
     checkpoints = out / "checkpoints"
@@ -153,7 +153,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
                                 "loss_agg_mode": cfg.loss_agg_mode, "task": to_dict(cfg)["task"],
                                 "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, before)
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main, checkpoint=resume_from, log=log),
-                 interrupt, ZeroSignalWarning(log)]
+                 interrupt, NoSignalWatch(log, cfg.no_signal_steps)]
     if resume_from and args.save_only_model and is_model_only(resume_from):
         callbacks.append(ModelOnlyResume(log))
     if cfg.keep_steps:
