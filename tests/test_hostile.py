@@ -253,7 +253,7 @@ def test_a_reward_function_that_always_raises_prints_its_line_first(tmp_path, mo
         run = tmp_path / f"run-{debug}"
         result = CliRunner().invoke(_app(), ["train", *small, "--output-dir", str(run), *(["--debug"] if debug else [])])
         lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("grae train:")]
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 1 and lines, (result.output, result.exception)
         assert lines[0].startswith("error: reward function 'broken' failed on all 16 samples"), result.output
         assert "ZeroDivisionError: my reward is broken" in lines[0] and str(run / "error.log") in " ".join(lines)
         assert ("Traceback" in result.output) == debug, result.output
