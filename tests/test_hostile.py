@@ -353,3 +353,20 @@ def test_library_calls_refuse_or_answer_correctly():
         with pytest.raises(ValueError, match=r"^state_dict: expected the mapping"):
             estimator.load_state_dict(None)
         estimator.load_state_dict(estimator.state_dict())
+
+
+def test_trls_all_none_warning_is_held_back_until_grae_decides(caplog):
+    """GraeTrainer holds TRL's "All reward functions returned None" record while it checks for a reward
+    function that failed everywhere (whose line must come first), and lets every other record through."""
+    import logging
+
+    from grae.engines.trl import _held_records
+
+    logger = logging.getLogger("trl.trainer.grpo_trainer")
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        with _held_records(logger, "All reward functions returned None") as held:
+            logger.warning("[RANK 0] All reward functions returned None for the following kwargs: …")
+            logger.warning("something else")
+        assert [r.getMessage() for r in caplog.records] == ["something else"] and len(held) == 1
+        logger.warning("[RANK 0] All reward functions returned None again")  # the filter is gone afterwards
+    assert len(caplog.records) == 2
