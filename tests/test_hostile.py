@@ -107,6 +107,9 @@ CASES = [
     # §3: hub actions offline
     Case("push_to_hub offline", _train("--push_to_hub"), 2, "trl.push_to_hub: cannot push to the hub (HF_HUB_OFFLINE",
          patch={"huggingface_hub.constants:HF_HUB_OFFLINE": True}),
+    Case("log_completions_hub_repo offline", _train("--log_completions", "--log_completions_hub_repo", "me/logs"), 2,
+         "trl.log_completions_hub_repo: cannot push to the hub (HF_HUB_OFFLINE",
+         patch={"huggingface_hub.constants:HF_HUB_OFFLINE": True}),
     # §4: grae compare's study file, refused before any job runs
     Case("compare parallel abc", COMPARE, 2, "parallel: expected an integer >= 1", _study(parallel="abc")),
     Case("compare parallel [1]", COMPARE, 2, "parallel: expected an integer >= 1", _study(parallel="[1]")),

@@ -87,9 +87,10 @@ def model_unavailable(model: str) -> str | None:
 
 
 def hub_push_unavailable(trl: dict) -> str | None:
-    """Why ``trl.push_to_hub`` cannot push (hub offline or unreachable, no token), found before the model
-    loads; TRL would find out when it builds the Trainer or at the first save."""
-    if not trl.get("push_to_hub"):
+    """Why ``trl.push_to_hub`` (or ``trl.log_completions_hub_repo``) cannot push (hub offline or unreachable,
+    no token), found before the model loads; TRL would find out when it builds the Trainer or at the first save."""
+    key = next((k for k in ("push_to_hub", "log_completions_hub_repo") if trl.get(k)), None)
+    if key is None:
         return None
     from huggingface_hub import get_token
     from huggingface_hub.constants import HF_HUB_OFFLINE
@@ -98,7 +99,7 @@ def hub_push_unavailable(trl: dict) -> str | None:
     if reason is None and get_token() is None:
         reason = "no hub token: log in with `hf auth login` or set HF_TOKEN"
     if reason:
-        return f"trl.push_to_hub: cannot push to the hub ({reason}); drop --push_to_hub, or push final/ later"
+        return f"trl.{key}: cannot push to the hub ({reason}); drop --{key}, or push final/ later"
     return None
 
 
