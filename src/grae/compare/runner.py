@@ -131,8 +131,8 @@ class JobsFailed(RuntimeError):
         names = ", ".join(f"{j.method}/seed{j.seed}" for j in failed)
         super().__init__(f"{len(failed)} of {total} jobs failed ({names}); {name}'s log: {log}"
                          + (f" (last line: {why})" if why else "")
-                         + f"; the other {total - len(failed)} jobs' results are kept, and rerunning grae compare "
-                         "retries only the failed ones")
+                         + (f"; the other {total - len(failed)} jobs' results are kept" if total > len(failed) else "")
+                         + "; rerunning grae compare retries only the jobs that did not finish")
 
 
 def last_line(path: Path, tail: int = 4096) -> str:
