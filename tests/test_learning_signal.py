@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grae.train.learning_signal import NO_SIGNAL_STEPS, NoSignalWatch, likely_causes, progress_mark, step_without_signal
+from timeouts import scaled
 
 STATE = SimpleNamespace(is_world_process_zero=True, global_step=0)
 ARGS = SimpleNamespace(max_completion_length=6)
@@ -111,7 +112,7 @@ def test_a_run_whose_reward_is_always_zero_says_so_at_every_step_and_warns_once(
            "--trl.num_generations", "4", "--trl.max_completion_length", "4", "--eval.enabled", "false",
            "--estimator", "grpo", "--reward_funcs", "zero_reward:zero"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=scaled(300), cwd=tmp_path)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     for step in (1, 2, 3):

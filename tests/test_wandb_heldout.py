@@ -23,6 +23,7 @@ import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 wandb = pytest.importorskip("wandb", reason="the dev extra installs wandb; `make test` installs it")
+from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
 BLOCK, HEADER, CHUNK = 32768, 7, 7
@@ -68,7 +69,7 @@ def test_held_out_pass_at_k_before_and_after_reaches_wandb_at_the_trainers_steps
            "--eval.n", "4", "--eval.batch_size", "16", "--no-progress", "--trl.report_to", "wandb"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir),
            "WANDB_SILENT": "true", "WANDB_PROJECT": "grae-test"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=scaled(600))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
     (log,) = wandb_dir.glob("wandb/offline-run-*/run-*.wandb")
