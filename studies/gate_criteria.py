@@ -219,14 +219,67 @@ def report_step(design: Path, out: Path) -> dict[str, Any]:
     return result
 
 
+def attempt_row(name: str, design: str, out: Path, note: str, c_earlier: str = "") -> str:
+    """One row of the attempts table from ``<out>/base.json`` (and ``<out>/report.json`` when it trained)."""
+    base = json.loads((out / "base.json").read_text())
+    k = base["deciding_k"]
+    curve = base["table"]
+    names = list(curve)
+    b_cells = "; ".join(f"{n.split(' (')[0]} {curve[n][str(kk)]:.1f}" for n in names[:4] for kk in [k or 16])
+    a_gap = max(base["criterion_a_base"][str(kk)] for kk in ([1, k] if k else [1]))
+    row = [name, f"`{design}`", f"{a_gap:.1f} ({'pass' if a_gap <= 1 else 'FAIL'})",
+           f"k = {k if k else 'none'} ({'pass' if k else 'FAIL'}): {b_cells} at k = {k or 16}"]
+    if (out / "report.json").exists():
+        rep = json.loads((out / "report.json").read_text())
+        iv = rep["grpo_minus_oracle"].get("1")
+        c = (f"GRPO − oracle pass@1 {iv['mean']:+.1f} [{iv['lo']:+.1f}, {iv['hi']:+.1f}], gap "
+             f"{np.mean(rep['train_minus_heldout_pass1']):+.1f}; {len(rep['seeds_done'])} seeds"
+             f" ({'pass' if rep['criteria']['c'] else 'FAIL'})") if iv else "not trained"
+        verdict = rep["gate"]
+    else:
+        c, verdict = c_earlier or "not trained (a or b failed)", "fails"
+    return "| " + " | ".join(row + [c, f"**{verdict}**", note]) + " |"
+
+
+#: every attempt at the gate, in order: (name, design, output folder, what it changed and why[, criterion c as
+#: measured by an earlier study])
+ATTEMPTS = [
+    ("R1 (regime)", "studies/design/pkpo_candidate_r1.yaml", "studies/reports/gate_attempts/r1",
+     "the v2 tiny (a `~` guess mode on half its SFT targets), 64 problems x 100 epochs; GRPO numbers from "
+     "studies/reports/pkpo_candidate_r1 (5 seeds, 400 steps)",
+     "GRPO 20.1 vs oracle 27.1 (below in 5 of 5 seeds); memorised: train 72.6 vs held-out 23.6 (FAIL)"),
+    ("R2 (regime2)", "studies/design/gate_exact.yaml", "studies/reports/gate_attempts/r2",
+     "tiny-ladder (clean stage 1 on 2-4 terms), 8,000 problems; GRPO ran 0.5 epoch x 2 seeds (a cut run: "
+     "it can fail, never pass)",
+     "GRPO − base +1.1 [−1.6, +3.8] at its best rate (lr 2e-5), oracle = base + 0.2: did not learn (FAIL)"),
+    ("attempt 1 (R3)", "studies/design/gate_r3.yaml", "studies/reports/gate_r3",
+     "ladder with constant-lr SFT (a base that tolerates lr 1e-4), 4,096 problems x 2 epochs"),
+    ("attempt 2 (R4)", "studies/design/gate_r4.yaml", "studies/reports/gate_r4",
+     "tiny-ladder + 600 steps of in-format carry errors (answer +-10/+-20), GRPO lr 2e-5"),
+]
+
+
+def write_table(path: Path) -> str:
+    header = ["| attempt | design | a: max |oracle − base| (points) | b: deciding k; base / near-miss / answer-prior "
+              "at k | c: GRPO − oracle at pass@1; train − held-out gap | gate | what it changed |",
+              "|---|---|---|---|---|---|---|"]
+    rows = [attempt_row(name, design, Path(out), *rest) for name, design, out, *rest in ATTEMPTS
+            if (Path(out) / "base.json").exists()]
+    text = "\n".join(header + rows) + "\n"
+    path.write_text(text)
+    return text
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=("base", "report"))
-    ap.add_argument("design", type=Path)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("step", choices=("base", "report", "table"))
+    ap.add_argument("design", type=Path, nargs="?")
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--limit", type=int, default=None, help="first N problems of each set only (a quick check)")
     a = ap.parse_args(argv)
-    if a.step == "base":
+    if a.step == "table":
+        print(write_table(a.out or Path("studies/reports/gate_attempts/table.md")))
+    elif a.step == "base":
         r = base_step(a.design, a.out, a.limit)
         print((a.out / "base.md").read_text())
         print(f"deciding k: {r['deciding_k']}")
