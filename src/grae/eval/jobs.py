@@ -268,7 +268,8 @@ def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_m
         except ExactError as err:
             raise EvalError(f"--exact: {err}", exit_code=2) from None
         problems = num_problems or (None if is_fixed_set(planned.task) else DEFAULT_PROCEDURAL_PROBLEMS)
-        times = f" × {problems} problems = {count * problems:,} sequences" if problems else " per problem"
+        times = (f" × {problems} problem{'s' * (problems != 1)} = {count * problems:,} sequences" if problems
+                 else " per problem")
         if count > limit:
             raise EvalError(f"--exact: task {planned.name} has {count:,} candidate answers{times} to teacher-force, "
                             f"above the limit of {limit:,} per problem (hours even on the tiny model); narrow the task "
@@ -354,7 +355,8 @@ def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: lis
     from .exact import ExactError
 
     def estimate(seconds: float) -> None:
-        log(f"{planned.name}: {len(examples)} problems, expected {seconds:.0f} s (measured on the first chunk)")
+        log(f"{planned.name}: {len(examples)} problem{'s' * (len(examples) != 1)}, expected {seconds:.0f} s "
+            "(measured on the first chunk)")
 
     settings = {**plan.meta(planned), "task": planned.name, "seed": plan.seed, "n": plan.n}
     try:
