@@ -95,6 +95,13 @@ CASES = [
     Case("scale_rewards against the estimator's own scale",
          _train("--estimator", "grpo", "--estimator_params.scale", "group", "--scale_rewards", "batch"), 2,
          "trl.scale_rewards='batch' contradicts"),
+    # §1-§2: exact evaluation's candidate limit and the learning-rate bound (tested in depth in test_exact.py
+    # and test_divergence.py; here as hostile input: one line before any load)
+    Case("exact eval above the candidate limit", ["eval", "tiny", "--tasks", "chain_sum", "--exact", "--task-param",
+                                                  "max_digits=4", "-o", "{tmp}/ev"], 2,
+         "--exact: task chain_sum has 109,990 candidate answers"),
+    Case("learning_rate above the sanity bound", _train("--learning_rate", "10"), 2,
+         "trl.learning_rate: 10 is above 1"),
     # §3: estimator × engine feature combinations
     Case("context estimator with dynamic sampling", _train("--estimator", "unlikeliness", "--sampling.dynamic", "true"),
          2, "sampling: dynamic sampling and prompt selection do not supply estimator context"),
