@@ -53,6 +53,11 @@ def default_batch_size(backend: str, model: str) -> int:
     return DEFAULT_BATCH_SIZE["hf"] if params is not None and params <= SMALL_MODEL_PARAMS else CPU_LARGE_MODEL_BATCH
 
 
+#: highest sampling temperature taken (eval and grae train's eval.temperature / trl.temperature): at
+#: T = 10 a logit gap of 10 is a probability ratio of e, so the distribution is already near-uniform noise
+MAX_TEMPERATURE = 10.0
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
     """What is sampled: identical for every backend. ``temperature=0`` means greedy."""

@@ -27,6 +27,7 @@ from typing import Any
 from grae.io import atomic_write_json
 
 from . import runner
+from .backends import MAX_TEMPERATURE
 from .records import RecordsError, file_stem
 from .runner import EvalResult
 
@@ -140,11 +141,6 @@ class TasksResult:
     @property
     def rows_paths(self) -> list[Path]:
         return [self.plan.output / f"{file_stem(name)}.jsonl" for name in self.results]
-
-
-#: highest sampling temperature taken (eval and grae train's eval.temperature / trl.temperature): at
-#: T = 10 a logit gap of 10 is a probability ratio of e, so the distribution is already near-uniform noise
-MAX_TEMPERATURE = 10.0
 
 
 def _check_settings(model: str, *, n: int, temperature: float, top_p: float, max_tokens: int | None,

@@ -28,6 +28,7 @@ import yaml
 
 from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
+from grae.train.trl_values import trl_fields
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
@@ -186,13 +187,6 @@ def read_yaml(path: Path) -> dict:
 TRL_RECIPE_KEYS = {"model_name_or_path": "model", "dataset_name": "task.name", "lora_r": "peft.r",
                    "lora_alpha": "peft.lora_alpha", "lora_dropout": "peft.lora_dropout",
                    "lora_target_modules": "peft.target_modules"}
-
-
-def trl_fields() -> dict[str, dataclasses.Field]:
-    """``trl.GRPOConfig``'s fields by name (the TRL section's schema)."""
-    from trl import GRPOConfig
-
-    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
 
 
 def _flat_key(key: str) -> str:
@@ -377,7 +371,7 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
         raise ConfigError(f"eval: n and num_problems must be >= 1, got n={cfg.eval.n}, num_problems={cfg.eval.num_problems}")
-    from grae.eval.jobs import MAX_TEMPERATURE
+    from grae.eval.backends import MAX_TEMPERATURE
 
     e = cfg.eval
     for name, bad, rule in [("eval.temperature", not 0 <= e.temperature <= MAX_TEMPERATURE,

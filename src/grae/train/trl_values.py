@@ -40,16 +40,17 @@ DOCUMENTED_ENUMS: dict[str, dict[bool, str] | None] = {
 _QUOTED = re.compile(r"(=)?[`']+([a-z][a-z0-9_]*)[`']+")
 
 
-def _fields() -> dict[str, dataclasses.Field]:
-    from grae.train.config import trl_fields
+def trl_fields() -> dict[str, dataclasses.Field]:
+    """``trl.GRPOConfig``'s fields by name (the TRL section's schema)."""
+    from trl import GRPOConfig
 
-    return trl_fields()
+    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
 
 
 @functools.cache
 def documented_values(name: str) -> tuple[str, ...]:
     """The values GRPOConfig's help for field ``name`` names (quoted), in order, its default included."""
-    fields = _fields()
+    fields = trl_fields()
     spec = fields[name]
     names: list[str] = []
     for assigned, word in _QUOTED.findall(spec.metadata.get("help", "")):
@@ -80,7 +81,7 @@ LIBRARY_ENUMS = {"cache_implementation": _cache_implementations, "torch_compile_
 @functools.cache
 def allowed_values() -> dict[str, tuple[str, ...]]:
     """Every enumerated GRPOConfig field (other than enum-typed ones) → the values TRL accepts."""
-    out = {f.name: tuple(f.metadata["choices"]) for f in _fields().values() if f.metadata.get("choices")}
+    out = {f.name: tuple(f.metadata["choices"]) for f in trl_fields().values() if f.metadata.get("choices")}
     out.update({name: documented_values(name) for name in DOCUMENTED_ENUMS})
     for name, values in LIBRARY_ENUMS.items():
         try:
