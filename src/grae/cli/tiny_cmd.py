@@ -25,8 +25,9 @@ def register(app: typer.Typer) -> None:
                                                       "ViT as a LLaVA) \\[default dir: $GRAE_CACHE/tiny-vlm-build]."),
         recipe: str = typer.Option("v2", "--recipe", help="Named recipe variant (grae.tiny.build.RECIPES): v2 (the "
                                                           "shipped tiny), ladder (regime R2's base, the shipped "
-                                                          "tiny-ladder), ladder-const (the testbed gate's attempt "
-                                                          "1; docs/tiny.md)."),
+                                                          "tiny-ladder), ladder-const and ladder-carry (the testbed "
+                                                          "gate's attempts 1 and 2; the shipped tiny-carry; "
+                                                          "docs/tiny.md)."),
         seed: int = typer.Option(0, help="Seed of the recipe (data order, initialisation)."),
         sft_steps: int | None = typer.Option(None, "--sft-steps", help="Supervised warm-up steps \\[default: the recipe's]."),
         threads: int | None = typer.Option(None, help="torch threads; the build is deterministic per thread count "

@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--recipe", default="v2", choices=sorted(RECIPES),
                    help="named TinyRecipe variant: v2 (the shipped tiny), ladder (regime R2's base, tiny-ladder), "
-                        "ladder-const (the gate's attempt 1: ladder with constant-lr SFT)")
+                        "ladder-const, ladder-carry (the gate's attempts 1 and 2; tiny-carry)")
     p.add_argument("--sft-steps", type=int, default=None)
     p.add_argument("--stage1-from", default=None, metavar="DIR",
                    help="a finished stage-1-only build of the same recipe and thread count: run stage 2 only")

