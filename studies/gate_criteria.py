@@ -82,9 +82,11 @@ def error_spread(probs: np.ndarray, gold_index: np.ndarray, values: np.ndarray) 
             "share_at_1": float(weights[dist == 1].sum())}
 
 
-def near_miss(gold_index: np.ndarray, values: np.ndarray, w: int) -> np.ndarray:
+def near_miss(gold_index: np.ndarray, answers: list[str], w: int) -> np.ndarray:
     """p(correct) per problem of the guesser uniform on the set's answers within ± w of the gold answer."""
-    return np.array([1.0 / np.sum(np.abs(values - values[g]) <= w) for g in gold_index])
+    from grae.eval.exact import near_miss_p
+
+    return np.array([near_miss_p(answers[g], answers, w) for g in gold_index])
 
 
 def base_step(design: Path, out: Path, limit: int | None = None) -> dict[str, Any]:
@@ -113,7 +115,7 @@ def base_step(design: Path, out: Path, limit: int | None = None) -> dict[str, An
     oracle = np.where(mass > 0, p / np.maximum(mass, 1e-30), 0.0)
     spread = error_spread(probs, gold_index, values)
     w, w_median = int(np.ceil(spread["mean"])), int(spread["median"])
-    near = near_miss(gold_index, values, w)
+    near = near_miss(gold_index, answers, w)
     train_answers = [str(e["answer"]).strip() for e in train]
     freq = {a: train_answers.count(a) / len(train_answers) for a in set(train_answers)}
     prior = np.array([freq.get(answers[g], 0.0) for g in gold_index])
@@ -132,13 +134,13 @@ def base_step(design: Path, out: Path, limit: int | None = None) -> dict[str, An
                        max_tokens=cfg.eval.max_tokens, batch_size=512, seed=0)
     sampled_curve = {int(k): float(100 * v) for k, v in sampled.curve.items()}
 
+    near_name, prior_name = f"near-miss guesser (w = {w}: the base's mean |error|)", "answer-prior guesser (training answers)"
     table = {"base (exact)": passk_curve(p), "format-only oracle": passk_curve(oracle),
-             f"near-miss guesser (w = {w}: the base's mean |error|)": passk_curve(near),
-             "answer-prior guesser (training answers)": passk_curve(prior),
+             near_name: passk_curve(near), prior_name: passk_curve(prior),
              f"base at its best temperature (T = {best_t})": passk_curve(p_best),
              f"(not a criterion) near-miss guesser, w = {w_median} (the base's median |error|)":
-                 passk_curve(near_miss(gold_index, values, w_median))}
-    base_curve, near_curve, prior_curve = table["base (exact)"], passk_curve(near), passk_curve(prior)  # noqa
+                 passk_curve(near_miss(gold_index, answers, w_median))}
+    base_curve, near_curve, prior_curve = table["base (exact)"], table[near_name], table[prior_name]
     deciding = [k for k in DECIDING_KS if base_curve[k] <= 90 and base_curve[k] - near_curve[k] >= 15
                 and base_curve[k] - prior_curve[k] >= 15]
     result = {
