@@ -262,6 +262,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from grae.eval.records import RecordsError, iter_rows
+        from grae.eval.report import distinct_suffixes
         from grae.eval.stats import count_problems, paired_difference, passk_estimates, shared_problems
 
         console = make_console()
@@ -328,7 +329,7 @@ def register(app: typer.Typer) -> None:
                       + (" (each file's other problems are left out)" if left_out else ""))
         table = Table(title=f"pass@k (%) on the {len(shared)} shared problems; Δ vs first file, paired bootstrap 95% CI")
         table.add_column("k", justify="right")
-        names = _display_names(list(counts))
+        names = distinct_suffixes(list(counts))  # a/chain_sum.jsonl, b/chain_sum.jsonl
         for i, name in enumerate(names):
             table.add_column(name, justify="right")
             if i:
@@ -376,11 +377,3 @@ def _common_ks(counts) -> list[int]:
     return powers_of_two(min(int(c.n.min()) for c in counts))
 
 
-def _display_names(files: list[str]) -> list[str]:
-    """Shortest path suffixes that tell the files apart (``a/chain_sum.jsonl``, ``b/chain_sum.jsonl``)."""
-    parts = [Path(f).parts for f in files]
-    for depth in range(1, max(len(p) for p in parts) + 1):
-        names = ["/".join(p[-depth:]) for p in parts]
-        if len(set(names)) == len(names):
-            return names
-    return list(files)

@@ -202,18 +202,47 @@ def _run_curves(run: Path, label: str) -> list[tuple[str, dict[str, TaskCurve]]]
     return found
 
 
-def default_label(source: str | Path) -> str:
-    """Label of an input: a directory's name (a train run's for its ``eval/``), else the file name without
-    its suffixes."""
+def _label_path(source: str | Path) -> Path:
+    """The absolute path an input is named by: a train run's directory (also for its ``eval/``), an eval
+    directory, the directory of a ``summary.json``/``samples.jsonl``, else the file without its suffixes."""
     source = Path(source)
     run = train_run(source)
     if run is not None:
-        return run.resolve().name
+        return run.resolve()
     if source.is_dir():
-        return source.resolve().name
+        return source.resolve()
     if source.name in ("summary.json", "samples.jsonl"):
-        return source.resolve().parent.name
-    return _stem(source)
+        return source.resolve().parent
+    return source.resolve().with_name(_stem(source))
+
+
+def default_label(source: str | Path) -> str:
+    """Label of an input: a directory's name (a train run's for its ``eval/``), else the file name without
+    its suffixes."""
+    return _label_path(source).name
+
+
+def distinct_suffixes(paths: Sequence[str | Path]) -> list[str]:
+    """The shortest path suffixes, one depth for all, that tell the paths apart (``eval/a``, ``runs/a``);
+    the whole paths when even they are equal."""
+    parts = [Path(p).parts[1:] if Path(p).is_absolute() else Path(p).parts for p in paths]
+    for depth in range(1, max((len(p) for p in parts), default=0) + 1):
+        names = ["/".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]
+
+
+def default_labels(sources: Sequence[str | Path]) -> list[str]:
+    """:func:`default_label` of each input; inputs whose labels are equal (``eval/a``, ``runs/a``) are
+    named by the shortest path suffixes that tell them apart instead (:func:`distinct_suffixes`)."""
+    paths = [_label_path(s) for s in sources]
+    labels = [p.name for p in paths]
+    for name in {label for label in labels if labels.count(label) > 1}:
+        same = [i for i, label in enumerate(labels) if label == name]
+        for i, suffix in zip(same, distinct_suffixes([paths[i] for i in same])):
+            labels[i] = suffix
+    return labels
 
 
 @dataclass
@@ -251,7 +280,7 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
     """One PNG per task (``passk_<task>.png``, a curve per input) and ``report.md`` with the tables."""
     if labels and len(labels) != len(sources):
         raise ValueError(f"{len(labels)} labels for {len(sources)} inputs")
-    labels = list(labels) if labels else [default_label(s) for s in sources]
+    labels = list(labels) if labels else default_labels(sources)
     inputs: list[tuple[str, dict[str, TaskCurve]]] = []
     for source, label in zip(sources, labels):
         run = train_run(source)
@@ -262,7 +291,7 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
         inputs += found
     labels = [label for label, _ in inputs]
     if len(set(labels)) != len(labels):
-        raise ValueError(f"labels must be distinct, got {labels}; pass --label for each input")
+        raise ValueError(f"labels must be distinct, got {labels} (an input given twice?); pass --label for each input")
     per_task: dict[str, dict[str, TaskCurve]] = {}
     for label, task_curves in inputs:
         for task, tc in task_curves.items():
