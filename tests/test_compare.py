@@ -189,7 +189,7 @@ def test_study_eval_key_validates_and_round_trips_exact_counts(tmp_path):
     path.write_text(yaml.safe_dump(study))
     cfg = load_compare_config(path)
     assert cfg.evaluated_fractions() == [0.25, 0.5, 1.0]  # with eval, the final model is evaluated too
-    command = frontier_command(cfg, tmp_path / "job.yaml")
+    command = frontier_command(cfg, cfg.jobs()[0].output_dir / "job.yaml", cfg.jobs()[0])
     assert command[-5:] == ["0.25", "0.5", "1.0", "--exact", "--num-problems=96"]
     for bad, match in (({"exact": "yes"}, "eval: expected"), ({"k": 1}, "eval: expected"), ({}, "changes nothing")):
         path.write_text(yaml.safe_dump({**study, "eval": bad}))
@@ -207,6 +207,63 @@ def test_study_eval_key_validates_and_round_trips_exact_counts(tmp_path):
     assert back.question_ids == ["a", "b"] and back.p.tolist() == [0.1, 0.0] and back.mass.tolist() == [0.9, 0.5]
     sampled = counts_from_record(counts_record(ProblemCounts(["a"], np.array([4]), np.array([3]))))
     assert sampled.p is None and sampled.c.tolist() == [3]
+
+
+def test_frontier_methods_evaluate_only_their_checkpoints_and_keep_the_baseline(tmp_path):
+    from grae.compare.runner import frontier_command
+
+    study = {"base": "regime2", "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}},
+             "seeds": [3, 1], "baseline": "grpo", "output_dir": str(tmp_path / "s"), "frontier": [0.25, 0.5],
+             "frontier_methods": ["grpo"], "eval": {"exact": True, "num_problems": 96}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    cfg = load_compare_config(path)
+    by_method = {job.method: job for job in cfg.jobs()}
+    assert cfg.evaluated_fractions(by_method["grpo"]) == [0.25, 0.5, 1.0]
+    assert cfg.evaluated_fractions(by_method["nsr"]) == [1.0]  # the final model only
+    assert frontier_command(cfg, path, by_method["nsr"])[-3:] == ["1.0", "--exact", "--num-problems=96"]
+    assert cfg.train_config(by_method["nsr"]).keep_steps == cfg.train_config(by_method["grpo"]).keep_steps
+    for bad, match in ((["nsr"], "the baseline 'grpo' is missing"), (["grpo", "ppo"], r"\['ppo'\] are not methods"),
+                       ([], "non-empty list")):
+        path.write_text(yaml.safe_dump({**study, "frontier_methods": bad}))
+        with pytest.raises(ConfigError, match=match):
+            load_compare_config(path)
+    without_eval = {k: v for k, v in study.items() if k != "eval"}
+    path.write_text(yaml.safe_dump(without_eval))
+    cfg = load_compare_config(path)
+    assert cfg.evaluated_fractions(next(j for j in cfg.jobs() if j.method == "nsr")) == []
+
+
+def test_pending_jobs_run_seed_by_seed(tmp_path, monkeypatch):
+    """A study cut short holds whole seeds: the runner takes every method's job of a seed before the next seed."""
+    from grae.compare import runner
+
+    study = {"base": "regime2", "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}},
+             "seeds": [3, 1], "baseline": "grpo", "output_dir": str(tmp_path / "s"), "frontier": []}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    cfg = load_compare_config(path)
+    order = []
+
+    class Recorder:
+        def __init__(self, max_workers):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, fn, jobs):
+            order.extend((j.method, j.seed) for j in jobs)
+            return []
+
+    monkeypatch.setattr(runner, "ThreadPoolExecutor", Recorder)
+    monkeypatch.setattr(runner, "share_base_evaluation", lambda *a, **k: None)
+    with pytest.raises(runner.JobsFailed):
+        runner.run_jobs(cfg, log=lambda line: None)
+    assert order == [("grpo", 3), ("nsr", 3), ("grpo", 1), ("nsr", 1)]
 
 
 def test_committed_studies_validate():

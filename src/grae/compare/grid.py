@@ -14,6 +14,7 @@ Example (``studies/*.yaml``)::
     parallel: 1                       # jobs at once (each gets cores / parallel torch threads)
     bootstrap: 2000
     frontier: [0.1, 0.25, 0.5, 0.75, 1.0]   # default; checkpoint fractions evaluated ([] = off)
+    frontier_methods: [grpo]          # optional (default: every method): the methods evaluated at those fractions
     frontier_eval: {num_problems: 200, n: 64}  # optional: cheaper held-out settings for those evaluations
     eval: {exact: true}               # optional: compare evaluates every model itself (below)
     paired_against: [base, oracle]    # optional: fixed references paired per problem (oracle: needs eval.exact)
@@ -63,6 +64,7 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "title": ((str,), "text"),
     "notes": ((str,), "text"),
     "frontier": ((list,), "a list of training fractions in (0, 1]"),
+    "frontier_methods": ((list,), "a list of method names (the methods whose checkpoints are evaluated)"),
     "frontier_eval": ((dict,), "a mapping {num_problems: N, n: N}"),
     "eval": ((dict,), "a mapping {exact: true|false, num_problems: N, n: N}"),
     "paired_against": ((str, list), "a reference name or a list of them"),
@@ -107,6 +109,8 @@ class CompareConfig:
     jobs_dir: Path | None = None
     #: training fractions at which every job is evaluated (grae.compare.frontier); [] = no frontier
     frontier: list[float] = field(default_factory=lambda: list(DEFAULT_FRACTIONS))
+    #: the methods evaluated at the frontier's fractions (the others only at 100 % with ``eval``); None = every method
+    frontier_methods: list[str] | None = None
     #: held-out settings of the frontier evaluations ({num_problems, n}); None = each job's own eval settings
     frontier_eval: dict[str, Any] | None = None
     #: compare's own held-out evaluation of every model ({exact, num_problems, n}; module docstring); None = the jobs' own
@@ -127,9 +131,11 @@ class CompareConfig:
         final models and the base); None = each job's own eval settings."""
         return self.eval or self.frontier_eval
 
-    def evaluated_fractions(self) -> list[float]:
-        """The training fractions compare evaluates each job at: the frontier's, plus 100 % with ``eval``."""
-        return sorted(set(self.frontier) | {1.0}) if self.eval else list(self.frontier)
+    def evaluated_fractions(self, job: Job | None = None) -> list[float]:
+        """The training fractions compare evaluates ``job`` at (any job: None): the frontier's, plus 100 % with
+        ``eval``; a method outside ``frontier_methods`` only at 100 % with ``eval``."""
+        frontier = self.frontier if job is None or self.frontier_methods is None or job.method in self.frontier_methods else []
+        return sorted(set(frontier) | {1.0}) if self.eval else list(frontier)
 
     def jobs(self) -> list[Job]:
         pool = self.jobs_dir or self.output_dir / "jobs"
@@ -217,6 +223,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                         frontier_eval=_frontier_eval(raw.get("frontier_eval"), "frontier_eval"),
                         eval=_frontier_eval(raw.get("eval"), "eval"))
     cfg.paired_against = _paired_against(raw.get("paired_against", ["base"]), cfg)
+    cfg.frontier_methods = _frontier_methods(raw.get("frontier_methods"), cfg)
     cfg.selected_by = _selected_by(raw.get("selected_by"), Path(path))
     reused = sorted(set(cfg.selected_by) & set(seeds))
     if reused:
@@ -249,6 +256,21 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                           "every final model with the same settings")
     cfg.heldout = bool(cfg.eval) or True in evaluated
     return cfg
+
+
+def _frontier_methods(value, cfg: CompareConfig) -> list[str] | None:
+    """``frontier_methods``: names among the (expanded) methods, the baseline included when it is given."""
+    if value is None:
+        return None
+    if not all(isinstance(name, str) for name in value) or not value:
+        raise ConfigError(f"frontier_methods: expected a non-empty list of method names, got {value!r}")
+    unknown = [name for name in value if name not in cfg.methods]
+    if unknown:
+        raise ConfigError(f"frontier_methods: {unknown} are not methods of this study; choose among {sorted(cfg.methods)}")
+    if cfg.baseline not in value:
+        raise ConfigError(f"frontier_methods: the baseline {cfg.baseline!r} is missing; its checkpoints are the "
+                          f"early-stopping frontier every method is judged against: add it")
+    return list(dict.fromkeys(value))
 
 
 def _paired_against(value, cfg: CompareConfig) -> list[str]:

@@ -34,12 +34,12 @@ def job_command(job: Job, config_path: Path) -> list[str]:
     return [sys.executable, "-m", "grae.cli", "train", str(config_path), "--resume", "--no-progress"]
 
 
-def frontier_command(cfg: CompareConfig, config_path: Path) -> list[str]:
+def frontier_command(cfg: CompareConfig, config_path: Path, job: Job) -> list[str]:
     """Evaluate a finished job at the study's frontier fractions (:mod:`grae.compare.frontier`), and at
     100 % with ``eval``."""
     extra = [f"--{k.replace('_', '-')}" if v is True else f"--{k.replace('_', '-')}={v}"
              for k, v in (cfg.evaluation() or {}).items() if v is not False]
-    return [sys.executable, "-m", "grae.compare.frontier", str(config_path), *map(str, cfg.evaluated_fractions()),
+    return [sys.executable, "-m", "grae.compare.frontier", str(config_path), *map(str, cfg.evaluated_fractions(job)),
             *extra]
 
 
@@ -51,7 +51,7 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
 
     config = cfg.train_config(job)
     settings = step_settings(config, cfg.evaluation())
-    for step in set(frontier_steps(config.max_steps, cfg.evaluated_fractions()).values()):
+    for step in set(frontier_steps(config.max_steps, cfg.evaluated_fractions(job)).values()):
         weights = job.output_dir / "final" if step == config.max_steps else snapshot_path(job.output_dir, step)
         if (weights / "config.json").exists() and not step_done(rows_path(job.output_dir, step), settings):
             return False
@@ -62,7 +62,8 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     """Run every unfinished job; returns wall seconds per job that ran (finished ones are skipped)."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
-    pending = [j for j in jobs if not j.done or (evaluated and not frontier_done(cfg, j))]
+    pending = [j for j in jobs if not j.done or (cfg.evaluated_fractions(j) and not frontier_done(cfg, j))]
+    pending.sort(key=lambda j: cfg.seeds.index(j.seed))  # seed by seed: a study cut short holds whole seeds
     log(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already finished; running {len(pending)}")
     if evaluated and cfg.evaluation():  # the base model with the study's own settings (resumable)
         base_frontier_evaluation(cfg, jobs[0], log)
@@ -102,9 +103,9 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
             proc: subprocess.CompletedProcess = subprocess.CompletedProcess([], 0)
             if not job.done:
                 proc = subprocess.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
-            if proc.returncode == 0 and evaluated:  # the checkpoints at the frontier's fractions (and 100 % with eval)
+            if proc.returncode == 0 and cfg.evaluated_fractions(job):  # the frontier's checkpoints (and 100 % with eval)
                 logfile.flush()
-                proc = subprocess.run(frontier_command(cfg, config_path), stdout=logfile, stderr=subprocess.STDOUT,
+                proc = subprocess.run(frontier_command(cfg, config_path, job), stdout=logfile, stderr=subprocess.STDOUT,
                                       env=env)
         seconds[f"{job.method}/seed{job.seed}"] = time.perf_counter() - t0
         status = "done" if proc.returncode == 0 and job.done else f"FAILED (exit {proc.returncode}, see {logfile.name})"
@@ -112,7 +113,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         list(pool.map(run, pending))
-    failed = [j for j in pending if not j.done or (evaluated and not frontier_done(cfg, j))]
+    failed = [j for j in pending if not j.done or (cfg.evaluated_fractions(j) and not frontier_done(cfg, j))]
     if failed:
         raise JobsFailed(failed, len(jobs), errors)
     return seconds
