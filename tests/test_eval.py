@@ -3,6 +3,7 @@ SIGKILL, backend selection, CLI end to end on a tiny model."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -325,16 +326,33 @@ def test_evaluate_in_process_is_reproducible_and_leaves_rng_alone(random_model_d
     assert len(first.rows) == 24 and sorted(first.curve) == [1, 2, 4, 8]
 
 
-def test_shared_prompt_cache_draws_the_same_samples_as_the_plain_batch(random_model_dir, monkeypatch):
+@pytest.mark.parametrize("problems", [1, 3])
+def test_shared_prompt_cache_draws_the_same_samples_as_the_plain_batch(random_model_dir, monkeypatch, problems):
+    """One call holding several problems prefills each problem once (grae.eval.prefill) and draws what the
+    unshared call draws, with finished rows leaving the batch or not."""
     from grae.eval import HFSampler, SamplingSettings, load_hf
 
     model, tokenizer, _ = load_hf(str(random_model_dir), device="cpu")
     sampler = HFSampler(model, tokenizer, SamplingSettings(temperature=1.0, top_p=0.9, max_tokens=10))
-    prompt = "What is 12 + 7?\nAnswer:"
-    shared = sampler.generate([prompt], 16, seed=11)
-    monkeypatch.setattr(HFSampler, "_generate_shared_prompt", lambda *args: None)
-    plain = sampler.generate([prompt], 16, seed=11)
-    assert shared == plain and len(set(shared[0])) > 1
+    prompts = [f"What is {a} + 7?\nAnswer:" for a in (12, 3, 150)][:problems]
+    prefilled: list[int] = []
+    forward = model.forward
+
+    @functools.wraps(forward)  # the same signature: the sampler checks what the forward takes
+    def counting(*args, **kwargs):
+        prefilled.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting)
+    shared = sampler.generate(prompts, 16, seed=11)
+    assert prefilled[0] == problems  # one prefill row per problem, then 16 rows per problem decode
+    sampler.share_prefill = False
+    prefilled.clear()
+    plain = sampler.generate(prompts, 16, seed=11)
+    assert prefilled[0] == 16 * problems
+    sampler.rows_leave = False
+    kept = sampler.generate(prompts, 16, seed=11)
+    assert shared == plain == kept and all(len(set(group)) > 1 for group in shared)
 
 
 @pytest.mark.parametrize("sharpen, temperature", [(1, 1.0), (40, 0.7)])

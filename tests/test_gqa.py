@@ -14,14 +14,16 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from grae.eval import gqa
 
 
-def _module(groups: int) -> types.SimpleNamespace:
-    return types.SimpleNamespace(num_key_value_groups=groups, training=False, is_causal=True)
+def _module(groups: int, training: bool = False) -> types.SimpleNamespace:
+    return types.SimpleNamespace(num_key_value_groups=groups, training=training, is_causal=True)
 
 
 @settings(max_examples=40, deadline=None)
 @given(batch=st.integers(1, 3), kv_heads=st.integers(1, 3), groups=st.integers(2, 4), keys=st.integers(1, 9),
-       head_dim=st.sampled_from([4, 8]), masked=st.booleans(), seed=st.integers(0, 10_000))
-def test_one_query_token_equals_sdpa_with_repeated_heads(batch, kv_heads, groups, keys, head_dim, masked, seed):
+       head_dim=st.sampled_from([4, 8]), masked=st.booleans(), seed=st.integers(0, 10_000), training=st.booleans())
+def test_one_query_token_equals_sdpa_with_repeated_heads(batch, kv_heads, groups, keys, head_dim, masked, seed,
+                                                         training):
+    """Also in training mode (TRL generates rollouts so) when the attention has no dropout."""
     gen = torch.Generator().manual_seed(seed)
     query = torch.randn(batch, kv_heads * groups, 1, head_dim, generator=gen)  # [B, H, 1, D]
     key = torch.randn(batch, kv_heads, keys, head_dim, generator=gen)  # [B, H_kv, S, D]
@@ -31,8 +33,8 @@ def test_one_query_token_equals_sdpa_with_repeated_heads(batch, kv_heads, groups
         first = torch.randint(0, keys, (batch,), generator=gen)
         mask = (torch.arange(keys)[None, :] >= first[:, None])[:, None, None, :]  # [B, 1, 1, S]
     scale = head_dim ** -0.5
-    ours, _ = gqa.gqa_decode_attention(_module(groups), query, key, value, mask, scaling=scale)
-    theirs, _ = sdpa_attention_forward(_module(groups), query, key, value, mask, scaling=scale)
+    ours, _ = gqa.gqa_decode_attention(_module(groups, training), query, key, value, mask, scaling=scale)
+    theirs, _ = sdpa_attention_forward(_module(groups, training), query, key, value, mask, scaling=scale)
     assert ours.shape == theirs.shape == (batch, 1, kv_heads * groups, head_dim)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
 

@@ -113,8 +113,10 @@ class HFSampler:
     With a ``processor`` (a vision-language model), prompts are rendered by its chat template and
     encoded together with their images.
 
-    A call with a single prompt (``n >= batch_size``) prefills the prompt once and repeats its KV
-    cache for the ``n`` copies (same samples, less compute).
+    A text model decodes in grae's sampling loop (:mod:`grae.eval.decode`: the tokens ``generate`` draws),
+    where each problem's prompt is prefilled once for its ``n`` copies (``share_prefill``) and rows that
+    have ended leave the batch (``rows_leave``); set either to False on the instance to turn it off. A
+    vision-language model, or a generation config the loop does not reproduce, goes through ``generate``.
 
     ``seed`` seeds the torch RNG for one call inside :func:`torch.random.fork_rng`, so the caller's
     RNG state (e.g. a training loop's) is left untouched.
@@ -126,6 +128,8 @@ class HFSampler:
 
     name = "hf"
     on_step: Callable[[int, int, int], None] | None = None
+    share_prefill: bool = True
+    rows_leave: bool = True
 
     def __init__(self, model, tokenizer, settings: SamplingSettings, processor=None):
         self.model = model
@@ -176,50 +180,47 @@ class HFSampler:
             # T then top-p as generate(temperature=, top_p=) does, without its full-vocabulary sort per step
             kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                           logits_processor=[temperature_nucleus_warper(s.temperature, s.top_p)])
-        from .gqa import gqa_decoding
-
-        if self.on_step is not None:
-            kwargs["stopping_criteria"] = _step_reporter(enc["input_ids"].shape[1], max_new, self.on_step)
         was_training = model.training
         model.eval()
         devices = [device] if device.type == "cuda" else []
         try:
-            with torch.random.fork_rng(devices=devices), torch.no_grad(), gqa_decoding(model):
-                out = None
-                if len(prompts) == 1 and per_prompt > 1 and images is None:
-                    out = self._generate_shared_prompt(enc["input_ids"][:1], per_prompt, kwargs, seed)
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                out = self._decode(enc, kwargs) if images is None else None
                 if out is None:
-                    if seed is not None:
-                        torch.manual_seed(seed)
-                    out = model.generate(**enc, **kwargs)
+                    out = self._generate(enc, kwargs, max_new)
         finally:
             if was_training:
                 model.train()
         texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         return [[texts[i * per_prompt + (0 if greedy else j)] for j in range(n)] for i in range(len(prompts))]
 
+    def _decode(self, enc: dict[str, Any], kwargs: dict[str, Any]):
+        """``[B, P + T]`` from grae's sampling loop, or None where it does not reproduce ``generate``."""
+        from transformers import GenerationConfig
 
-    def _generate_shared_prompt(self, input_ids, copies: int, kwargs: dict[str, Any], seed: int | None):
-        """``copies`` samples of one prompt with the prompt's KV cache computed once and repeated.
+        from .decode import decode, decodes_itself, plan_of
 
-        Same samples as the plain batched call (the prefill draws no random numbers), several times
-        cheaper when completions are short next to the prompt. Returns ``None`` when the model's cache
-        cannot be repeated, and the caller falls back to the plain call.
-        """
-        import torch
-
-        model = self.model
-        if input_ids.shape[1] < 2 or getattr(model.config, "is_encoder_decoder", False):
+        s = self.settings
+        sampling = {} if s.temperature == 0 else {"temperature": s.temperature, "top_p": s.top_p}
+        config = GenerationConfig(**{**{k: v for k, v in kwargs.items() if k != "logits_processor"}, **sampling})
+        plan = plan_of(self.model, config) if decodes_itself(self.model) else None
+        if plan is None:
             return None
-        try:
-            cache = model(input_ids=input_ids[:, :-1], use_cache=True).past_key_values
-            cache.batch_repeat_interleave(copies)
-        except (AttributeError, TypeError, NotImplementedError, ValueError):
-            return None
-        ids = input_ids.expand(copies, -1)
-        if seed is not None:
-            torch.manual_seed(seed)
-        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=cache, **kwargs)
+        return decode(self.model, enc["input_ids"], enc["attention_mask"], plan.sampling,
+                      max_new_tokens=plan.max_new_tokens, eos_token_ids=plan.eos_token_ids,
+                      pad_token_id=plan.pad_token_id, share_prefill=self.share_prefill, rows_leave=self.rows_leave,
+                      on_step=self.on_step).sequences
+
+    def _generate(self, enc: dict[str, Any], kwargs: dict[str, Any], max_new: int):
+        """``[B, P + T]`` from transformers' ``generate``, a grouped-query model on :mod:`grae.eval.gqa`."""
+        from .gqa import gqa_decoding
+
+        if self.on_step is not None:
+            kwargs = {**kwargs, "stopping_criteria": _step_reporter(enc["input_ids"].shape[1], max_new, self.on_step)}
+        with gqa_decoding(self.model):
+            return self.model.generate(**enc, **kwargs)
 
 
 def _step_reporter(prompt_width: int, max_new: int, on_step: Callable[[int, int, int], None]):

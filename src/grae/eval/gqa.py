@@ -13,8 +13,9 @@ positions of their shared head, none of them causal::
     out = softmax(query · keyᵀ · scale + mask) · value    # [B, H_kv, G, D]
     out [B, H_kv, G, D] -> [B, 1, H, D]
 
-the same numbers without the copy. Prefill (more than one query token), training and models without
-grouped heads go through transformers' own SDPA function unchanged.
+the same numbers without the copy. Prefill and training (more than one query token), attention dropout
+and models without grouped heads go through transformers' own SDPA function unchanged. A model in
+training mode without attention dropout (TRL generates rollouts in training mode) decodes grouped.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def gqa_decode_attention(module: Any, query, key, value, attention_mask, dropout
 
     groups = getattr(module, "num_key_value_groups", 1)
     batch, heads, q_len, head_dim = query.shape
-    if groups == 1 or q_len != 1 or module.training or dropout:
+    if groups == 1 or q_len != 1 or dropout:  # a module in training mode passes its dropout; 0 decodes alike
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     grouped = query.reshape(batch, key.shape[1], groups, head_dim)  # [B, H_kv, G, D]
