@@ -187,7 +187,7 @@ def test_disk_full_while_checkpointing_is_one_line_and_the_run_resumes(model_dir
     import torch
     import transformers.modeling_utils
 
-    import grae.engines.trl as engine
+    import grae.engines.trl.checkpoint as engine
     import grae.train.faults as faults
     from grae.train.config import load_config
     from grae.train.run import DiskFullError, run_train

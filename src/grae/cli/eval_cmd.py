@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", f"--{next(iter(vllm_options)).replace('_', '-')} is a vLLM setting; "
                                      "use --backend vllm (or auto on a CUDA machine with vllm installed)")
             raise typer.Exit(2)
-        from grae.weights import weights_problem
+        from grae.train.checkpoints import weights_problem
 
         why = weights_problem(model) or (f"--threads must be >= 1 (torch CPU threads), got {threads}"
                                          if threads is not None and threads < 1 else None)

@@ -196,7 +196,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
             check_writable(console, cfg.output_dir, "--output-dir")
-        from grae.weights import weights_problem
+        from grae.train.checkpoints import weights_problem
 
         why = model_unavailable(cfg.model) or weights_problem(cfg.model) or hub_push_unavailable(cfg.trl)
         if why:

@@ -73,7 +73,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
     from grae.advantage import get_estimator, with_reward_correction
     from grae.data import get_task
-    from grae.engines.trl import GraeTrainer, latest_complete_checkpoint
+    from grae.engines.trl import GraeTrainer
     from grae.presets import resolve_model
     from grae.rewards.dotted import load_reward_function
     from grae.train.callbacks import (
@@ -87,6 +87,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         TrackerRunConfig,
         is_model_only,
     )
+    from grae.train.checkpoints import latest_complete_checkpoint
     from grae.train.learning_signal import NoSignalWatch
 
     out = Path(cfg.output_dir)
@@ -250,7 +251,7 @@ def _budget_spent(cfg: TrainConfig, checkpoint: str | None) -> bool:
     """The checkpoint had generated ``sampling.budget_completions`` already (the run is trained)."""
     import json
 
-    from grae.engines.trl import SAMPLING_STATE_FILE
+    from grae.engines.trl.checkpoint import SAMPLING_STATE_FILE
 
     budget = cfg.sampling.budget_completions
     path = Path(checkpoint or "") / SAMPLING_STATE_FILE

@@ -147,7 +147,7 @@ def open_run(out: Path, config: dict[str, Any], *, resume: bool,
     A resume cannot shorten a run: ``max_steps`` below the steps already trained is refused (the
     weights, metrics and report would describe more steps than the configuration). Nothing is
     written when it refuses."""
-    from grae.engines.trl import latest_complete_checkpoint
+    from grae.train.checkpoints import latest_complete_checkpoint
 
     run_id = claim(out, config, resume=resume, overwrite=overwrite)
     notes: list[str] = []

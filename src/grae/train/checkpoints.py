@@ -1,4 +1,10 @@
-"""Whether a model directory's or a checkpoint's weight files are whole, read from their headers only.
+"""Run integrity for checkpoints: which checkpoint a resume may start from, and whether a model
+directory's or a checkpoint's weight files are whole, read from their headers only.
+
+GraeTrainer writes :data:`~grae.engines.COMPLETE_MARKER` last into every checkpoint folder
+(:mod:`grae.engines.trl.checkpoint`); :func:`latest_complete_checkpoint` returns only checkpoints that
+have it, whose files are whole and (given a run id) that this run wrote, so a save cut off mid-write or
+another run's folder is never resumed from.
 
 A ``model.safetensors`` cut short (a copy or download interrupted, a full disk) makes transformers raise
 ``SafetensorError: … incomplete metadata, file not fully covered`` from deep inside ``from_pretrained``,
@@ -12,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+
+from grae.engines import COMPLETE_MARKER
 
 
 def weights_problem(model: str) -> str | None:
@@ -64,3 +72,34 @@ def _safetensors_damage(path: str) -> str | None:
     if 8 + length + end > size:
         return f"{size} bytes, its header promises {8 + length + end}"
     return None
+
+
+def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damaged=None) -> str | None:
+    """The newest ``checkpoint-N`` in ``folder`` whose save finished (has the completion marker), whose
+    files are whole (:func:`checkpoint_damage`) and, when ``run_id`` is given, that this run wrote (a
+    marker naming another run, or none, is foreign). ``on_damaged(checkpoint, reason)`` hears of each
+    newer complete checkpoint passed over because a file of it is cut or corrupt."""
+    if not os.path.isdir(folder):
+        return None
+    steps = []
+    for name in os.listdir(folder):
+        marker = os.path.join(folder, name, COMPLETE_MARKER)
+        if name.startswith("checkpoint-") and name[len("checkpoint-"):].isdigit() and os.path.exists(marker):
+            if run_id is None or _marker_run_id(marker) == run_id:
+                steps.append(int(name[len("checkpoint-"):]))
+    for step in sorted(steps, reverse=True):
+        checkpoint = os.path.join(folder, f"checkpoint-{step}")
+        reason = checkpoint_damage(checkpoint)
+        if reason is None:
+            return checkpoint
+        if on_damaged is not None:
+            on_damaged(checkpoint, reason)
+    return None
+
+
+def _marker_run_id(marker: str) -> str | None:
+    try:
+        with open(marker) as f:
+            return json.load(f).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,238 @@
+"""``GraeTrainer``: TRL's hooks, each a short override that calls into the package's rooms.
+
+The pieces are mixins whose methods read the trainer's attributes: :class:`.estimator.EstimatorContext`
+(advantages and the estimator's context), :class:`.sampling.SamplingRounds` (dynamic sampling),
+:class:`.loss.GraeLoss` and :class:`.checkpoint.CheckpointState`; reward-fault containment is
+:mod:`.rewards`. What GraeTrainer does and the multi-process rule: :mod:`grae.engines.trl`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from grae.advantage import EstimatorLike, check_context_supported
+from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
+from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
+from grae.engines.trl.estimator import (
+    ANSWER_CONTEXT,
+    TRL_CONTEXT,
+    EstimatorContext,
+    find_answer_fn,
+    resolve_estimator,
+    trl_default_params,
+)
+from grae.engines.trl.loss import GraeLoss, _cov_loss_config
+from grae.engines.trl.rewards import held_records, stop_on_total_reward_failure, wrap_reward_funcs
+from grae.engines.trl.sampling import SamplingRounds, _sampling_config
+from grae.loss import AGG_MODES
+from grae.sampling import SamplingConfig
+
+
+class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, GRPOTrainer):
+    """``trl.GRPOTrainer`` whose advantages come from a grae estimator (see the module docstring).
+
+    Attributes:
+        record_generation_logprobs: record the rollout log-probs during ``model.generate`` where it
+            applies (default True); False forces the no-grad forward pass (see :meth:`_logprob_context`).
+
+    Args:
+        *args, **kwargs: exactly ``GRPOTrainer``'s.
+        estimator: registry name or estimator object (default ``"grpo"``).
+        estimator_params: keyword parameters for a named estimator.
+        loss_agg_mode: one of :data:`grae.loss.AGG_MODES` to compute the loss with grae's
+            :func:`~grae.loss.policy_loss` instead of TRL's ``loss_type``.
+        dual_clip: dual-clip constant c > 1 (verl ``clip_ratio_c``); implies grae's loss
+            (``loss_agg_mode`` then defaults to ``"token-mean"``).
+        contain_reward_faults: wrap every callable reward function in
+            :func:`grae.rewards.safe_reward`: a sample on which it raises (or overruns
+            ``reward_timeout``) gets ``reward_fallback`` (default None = missing, so the estimator
+            excludes it), failures are counted and logged, and a function that fails on every sample
+            of a batch stops the run with :class:`grae.rewards.RewardFunctionError` naming it.
+        reward_fallback, reward_timeout: see ``contain_reward_faults``.
+        answer_fn: completion text → the verifier's canonical parsed answer (None: unparsable), for estimators
+            that need ``answer_id`` (``outcome_explore``); default: the ``parse_answer`` of a grae task's reward.
+        cov_loss: Clip-Cov / KL-Cov (Cui et al. 2025, :func:`grae.loss.cov_loss`): ``{"mode": "clip_cov" |
+            "kl_cov", "ratio": 2e-4, "lb": 1.0, "ub": 5.0, "kl_coef": 0.1}``; implies grae's loss (token-mean
+            unless ``loss_agg_mode`` says otherwise). Logs ``grae/cov_frac``.
+        sampling: :class:`grae.sampling.SamplingConfig` (or a dict of its fields): DAPO dynamic
+            sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
+            Default: TRL's own sampler, unchanged.
+    """
+
+    record_generation_logprobs = True
+
+    def __init__(
+        self,
+        *args: Any,
+        estimator: str | EstimatorLike = "grpo",
+        estimator_params: dict[str, Any] | None = None,
+        loss_agg_mode: str | None = None,
+        dual_clip: float | None = None,
+        contain_reward_faults: bool = True,
+        reward_fallback: float | None = None,
+        reward_timeout: float | None = None,
+        sampling: SamplingConfig | dict[str, Any] | None = None,
+        answer_fn: Any = None,
+        cov_loss: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
+        reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
+        #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
+        self.answer_fn = answer_fn if answer_fn is not None else find_answer_fn(reward_funcs)
+        if answer_fn is not None and not callable(answer_fn):
+            raise TypeError(f"answer_fn: expected a callable (completion text -> parsed answer or None), got {answer_fn!r}")
+        supplied = TRL_CONTEXT | (ANSWER_CONTEXT if self.answer_fn is not None else frozenset())
+        engine = "GraeTrainer (TRL)" if self.answer_fn is not None else \
+            "GraeTrainer (TRL) without answer_fn (pass answer_fn= or a grae task's reward_fn)"
+        check_context_supported(self.estimator, supplied, engine)
+        self._local_keys: dict[str, torch.Tensor] = {}
+        #: this rank's rollout log-probs recorded by the last generation, one [T_i] row per completion, or None
+        self._generation_logps: list[torch.Tensor] | None = None
+        self._explicit_scale = not isinstance(estimator, str) or "scale" in (estimator_params or {})
+        if contain_reward_faults:
+            args, kwargs = wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
+        if loss_agg_mode is not None and loss_agg_mode not in AGG_MODES:
+            raise ValueError(f"loss_agg_mode: unknown {loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
+        if dual_clip is not None and dual_clip <= 1:
+            raise ValueError(f"dual_clip: must be > 1 (verl default 3.0), got {dual_clip}")
+        self.grae_cov_loss = _cov_loss_config(cov_loss)
+        self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None or cov_loss else None)
+        self.grae_dual_clip = dual_clip
+        super().__init__(*args, **kwargs)
+        self._check_compatible()
+        self._map_scale_rewards()
+        self._last_rewards_per_func: torch.Tensor | None = None
+        #: the estimator's result on the last gathered batch (identical on every rank)
+        self.last_advantage_result = None
+        #: written into every checkpoint's completion marker; resume then ignores other runs' checkpoints
+        self.grae_run_id: str | None = None
+        self.sampling = _sampling_config(sampling)
+        self._posterior, self._prompt_stream = self._check_sampling()
+        #: completions generated for training so far (every process, every round: the budget unit)
+        self.grae_generated_completions = 0
+        #: the groups of the last training generation: round, group, prompt index, kind, rewards, trained
+        self.last_groups: list[dict] = []
+        #: this optimizer step's micro-batch losses, checked with the gradient norm (:meth:`_get_grad_norm`)
+        self._step_losses: list[torch.Tensor] = []
+
+    # -- TRL's hooks ----------------------------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's gathered rewards, kept for the estimator (:meth:`_keep_rewards`); a contained reward function
+        that failed on every sample of the gathered batch stops every rank, its one line before TRL's
+        "All reward functions returned None" warning (held back until then)."""
+        with held_records(logging.getLogger(GRPOTrainer.__module__), "All reward functions returned None") as held:
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._keep_rewards(rewards_per_func, prompts, completions)
+        stop_on_total_reward_failure(self.reward_funcs, self.accelerator)
+        for record in held:
+            logging.getLogger(record.name).handle(record)
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        """TRL's generation and scoring, then grae's advantages on the gathered batch; in rounds under
+        dynamic sampling / prompt selection (:meth:`_sample_training_batch`)."""
+        generate = super()._generate_and_score_completions
+        mode = "train" if self.model.training else "eval"
+        if mode == "train" and self.sampling.active:
+            return self._sample_training_batch(inputs, generate)
+        return self._score_with_estimator(generate(inputs), mode)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's, unchanged, recording the rollout log-probs where they apply (:meth:`_generate_recording_logps`)."""
+        generate = functools.partial(super()._generate_single_turn, prompt_ids, images, multimodal_fields,
+                                     num_generations, has_tool_images)
+        return self._generate_recording_logps(generate, images, multimodal_fields)
+
+    def _compute_loss(self, model, inputs):
+        """TRL's own loss for every ``loss_type`` (rescaled to kept rows for the per-row normalisers), or
+        grae's :func:`~grae.loss.policy_loss` when ``loss_agg_mode``/``dual_clip`` is set.
+
+        TRL's ``grpo``, ``dr_grpo``, ``sapo`` and ``luspo`` average over the micro-batch's B rows, so a
+        dropped sample (weight 0, masked, advantage 0) would still count in B. Multiplying by N / N_kept
+        (the generation batch's rows over its kept rows, the same on every rank) gives the weight-aware
+        objective with the global normaliser N_kept / processes, as grae's ``seq-mean-*`` modes; with
+        nothing dropped the factor is exactly 1 and the loss is stock TRL's, bit for bit. (A static
+        ``entropy_coef`` bonus is rescaled with it on those batches.) Images and every other model input
+        reach the forward on both paths (:func:`~grae.engines.trl.loss.model_input_kwargs`).
+        """
+        if self.grae_loss_agg_mode is None:
+            return self._row_scaled(super()._compute_loss(model, inputs), inputs)
+        return self._grae_loss(model, inputs)
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        """TRL's model card, except for a local base model (TRL's template would say "fine-tuned version of [None]")."""
+        base = getattr(self.model.config, "_name_or_path", "")
+        if not base or os.path.isdir(base):
+            return
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+
+    # -- divergence (grae.engines.divergence) ---------------------------------------------------
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """TRL's micro-step (rollouts, loss, backward); a non-finite sampling distribution stops it, its loss
+        is kept for the check before the optimizer step (:meth:`_get_grad_norm`)."""
+        try:
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        except RuntimeError as err:
+            if not is_non_finite_sampling(err):
+                raise
+            raise self._diverged("the rollouts' sampling probabilities are non-finite (the logits overflowed)") from None
+        self._step_losses.append(loss.detach().float().reshape(-1)[:1])
+        return loss
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        """Transformers' gradient norm (before clipping), after which the optimizer steps: a non-finite loss
+        of this step (on any process) or a non-finite norm stops training here, the weights untouched."""
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        losses = torch.cat(self._step_losses) if self._step_losses else torch.zeros(1)  # [micro-batches]
+        self._step_losses = []
+        bad = (~torch.isfinite(losses)).nonzero()
+        flag = torch.tensor([float(len(bad))], device=self.accelerator.device)
+        if self.accelerator.reduce(flag, reduction="sum").item() > 0:  # every process stops at the same step
+            loss = float(losses[bad[0, 0]]) if len(bad) else math.nan
+            raise self._diverged(f"the loss is {describe(loss) if len(bad) else 'non-finite on another process'}")
+        norm = float(grad_norm) if grad_norm is not None else 0.0
+        if not math.isfinite(norm):
+            raise self._diverged(f"the gradient norm is {describe(norm)} (the loss was finite)")
+        return grad_norm
+
+    def grae_check_weights(self, model=None) -> None:
+        """Raise :class:`~grae.engines.divergence.DivergenceError` when any weight of ``model`` (default: the
+        trained one) is non-finite, on every process (the count is summed over them)."""
+        bad, total = non_finite_count((model or self.model).parameters())
+        count = self.accelerator.reduce(torch.tensor([float(bad)], device=self.accelerator.device), reduction="sum")
+        if count.item() > 0:
+            raise self._diverged(f"{int(count.item()):,} of the model's {total:,} weights are non-finite",
+                                 step=self.state.global_step)
+
+    def _diverged(self, what: str, step: int | None = None) -> DivergenceError:
+        """The error naming ``step`` (default: the step being taken), ``what`` and the likely cause from the
+        learning rate and the last batch's largest |reward|."""
+        rewards = self._last_rewards_per_func
+        finite = rewards[torch.isfinite(rewards)] if rewards is not None else None
+        scale = float(finite.abs().max()) if finite is not None and finite.numel() else None
+        return DivergenceError(self.state.global_step + 1 if step is None else step, what,
+                               likely_cause(self.args.learning_rate, scale))
+
+    # -- estimator and sampling state in checkpoints (grae.engines.trl.checkpoint) ---------------
+    def _save_checkpoint(self, model, trial):
+        self.grae_check_weights(model)  # the newest checkpoint on disk stays the last finite one
+        super()._save_checkpoint(model, trial)
+        # Every rank reaches this (Trainer saves on all ranks): the marker is written only after every
+        # rank has written its part (its RNG state), so a marked checkpoint is whole.
+        self.accelerator.wait_for_everyone()
+        if self.args.should_save:
+            self._write_grae_state(os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        with cpu_map_location():
+            super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            self._load_grae_state(checkpoint)
