@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from timeouts import scaled
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -174,3 +176,60 @@ def test_the_cycle_check_sees_imports_in_functions_relative_and_type_only(tmp_pa
         (package / "low" / "base.py").write_text("class Base:\n    pass\n" + code)
         cycles = import_cycles(import_graph(tmp_path))
         assert len(cycles) == 1 and set(cycles[0]) == {"grae.high", "grae.low", "grae.low.base"}, (kind, cycles)
+
+
+# -- the layers (docs/architecture.md) -------------------------------------------------------------
+
+#: grae's sub-packages, highest layer first (docs/architecture.md); "grae" is the package's own __init__
+LAYERS = (("cli",), ("compare",), ("train",), ("engines", "tiny", "sim"), ("eval", "advantage"),
+          ("data", "presets", "metrics"), ("rewards", "io", "sampling", "loss", "groups", "theory", "grae"))
+#: the imports that run back up a layer, each with its reason in docs/architecture.md's table
+BACK_ARROWS = {
+    ("grae.engines.trl", "grae.train.checkpoints"),  # re-exports of names that lived in engines/trl.py
+    ("grae.eval.jobs", "grae.train.rundir"),  # a train run directory's file names
+    ("grae.eval.report", "grae.train.rundir"),
+    ("grae.eval.tasks", "grae.tiny.tasks"),  # the tiny model's task settings
+    ("grae.rewards.safe", "grae.advantage.base"),  # REWARD_LIMIT, one threshold for both
+}
+
+
+def package_of(module: str) -> str:
+    """``grae.engines.trl.loss`` → ``engines``; ``grae.io`` → ``io``; ``grae`` → ``grae``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def arrows_up(graph: dict[str, dict[str, int]], layers=LAYERS) -> list[tuple[str, str, int]]:
+    """``(module, imported module, line)`` for each import of a package in the same or a higher layer.
+    A package that is in no layer raises: a new package must be placed in ``LAYERS`` (and the doc)."""
+    layer = {package: i for i, packages in enumerate(layers) for package in packages}
+    unplaced = sorted({package_of(m) for m in graph} - set(layer))
+    assert not unplaced, f"packages in no layer: {unplaced}; add them to LAYERS and to docs/architecture.md"
+    return [(module, target, line) for module, edges in sorted(graph.items()) for target, line in edges.items()
+            if package_of(target) != package_of(module) and layer[package_of(target)] <= layer[package_of(module)]]
+
+
+def test_imports_follow_the_layers():
+    found = arrows_up(import_graph())
+    new = [(m, t, line) for m, t, line in found if (m, t) not in BACK_ARROWS]
+    assert not new, ("imports that run back up a layer (docs/architecture.md): move what both sides need into the "
+                     "lower layer, or list the arrow with its reason in BACK_ARROWS and the doc's table:\n"
+                     + "\n".join(f"{m} (line {line}) -> {t}" for m, t, line in new))
+    stale = BACK_ARROWS - {(m, t) for m, t, _ in found}
+    assert not stale, f"listed arrows that no longer exist (remove them here and in docs/architecture.md): {stale}"
+
+
+def test_the_layer_check_catches_an_arrow_up_and_an_unplaced_package():
+    graph = {"grae.io": {"grae.cli.main": 3}, "grae.cli.main": {"grae.io": 1}}
+    assert arrows_up(graph) == [("grae.io", "grae.cli.main", 3)]
+    assert arrows_up({"grae.eval.x": {"grae.advantage.y": 2}}) == [("grae.eval.x", "grae.advantage.y", 2)]  # same layer
+    with pytest.raises(AssertionError, match="packages in no layer: \\['newpkg'\\]"):
+        arrows_up({"grae.newpkg.a": {}})
+
+
+def test_the_layer_table_in_the_docs_names_every_back_arrow():
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for module, target in BACK_ARROWS:
+        assert f"`{target}`" in text and module.rsplit(".", 1)[-1] in text, (module, target)
+    for packages in LAYERS:
+        assert " · ".join(p for p in packages if p != "grae") in text, packages
