@@ -1,4 +1,5 @@
-"""``grae compare CONFIG``: run a grid of train+eval jobs and write the multi-seed report."""
+"""``grae compare CONFIG``: run a grid of train+eval jobs and write the multi-seed report; ``grae compare
+SUMMARY.json --report-only`` re-renders a report from the table its ``summary.json`` carries."""
 
 from __future__ import annotations
 
@@ -10,14 +11,25 @@ from grae.cli.output import check_writable, error
 def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare(
-        config: str = typer.Argument(..., help="Compare YAML (see grae.compare.grid; studies/ has examples)."),
+        config: str = typer.Argument(..., help="Compare YAML (see grae.compare.grid; studies/ has examples), or with "
+                                     "--report-only a report's summary.json to re-render it without reading rows."),
         report_only: bool = typer.Option(False, "--report-only", help="Aggregate finished jobs without running any."),
+        output: str | None = typer.Option(None, "--output", "-o", help="With a summary.json: where to write the "
+                                          "re-rendered report [default: the summary's folder]."),
     ) -> None:
         """Run methods × seeds of `grae train` (skipping finished jobs) and report pass@k with
         confidence intervals, paired differences against the baseline and training dynamics."""
         import time
 
         from rich.console import Console
+
+        if config.endswith(".json"):
+            _rerender(config, report_only, output)
+            return
+        if output is not None:
+            error(Console(emoji=False), "error:", "--output: only with a summary.json (a study's report goes to its "
+                  "output_dir)")
+            raise typer.Exit(2)
 
         from grae.compare.grid import load_compare_config
         from grae.compare.report import log_invocation, write_compare_report
@@ -55,3 +67,28 @@ def register(app: typer.Typer) -> None:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
         report = write_compare_report(cfg)
         console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _rerender(summary: str, report_only: bool, output: str | None) -> None:
+    """``grae compare SUMMARY.json --report-only [-o DIR]``: the report rendered from the table alone."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from grae.compare.report import render
+    from grae.compare.results import from_summary
+
+    console = Console(emoji=False)
+    if not report_only:
+        error(console, "error:", f"{summary}: a summary.json can only be re-rendered; add --report-only (or give the "
+              "study's YAML to run it)")
+        raise typer.Exit(2)
+    try:
+        results = from_summary(summary)
+    except ValueError as err:
+        error(console, "error:", err)
+        raise typer.Exit(2) from None
+    out = Path(output) if output else Path(summary).parent
+    check_writable(console, out, "--output")
+    report = render(results, out)
+    console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)

@@ -2,8 +2,10 @@
 
 * :mod:`grae.compare.grid` — the compare config and its expansion into jobs.
 * :mod:`grae.compare.runner` — runs jobs as ``grae train`` subprocesses, skipping finished ones.
-* :mod:`grae.compare.stats` — the two-level (seeds × problems) bootstrap and paired differences.
-* :mod:`grae.compare.report` — tables, PNG plots with bands, report.md.
+* :mod:`grae.compare.stats` — the crossed seeds × problems interval, paired differences, Holm.
+* :mod:`grae.compare.results` — a study's results gathered once into one table (``summary.json`` → ``results``).
+* :mod:`grae.compare.report` — report.md, summary.json and PNG plots rendered from that table
+  (:mod:`grae.compare.training`: the training-log sections; :mod:`grae.compare.frontier`: the frontier).
 """
 
 from grae.compare.grid import CompareConfig, Job, load_compare_config

@@ -36,6 +36,7 @@ from grae.compare.stats import Interval
 from grae.io import atomic_write_json
 
 if TYPE_CHECKING:
+    from grae.compare.results import StudyResults
     from grae.train.config import TrainConfig
 
 #: default training fractions of a frontier (0 % is the base model)
@@ -200,20 +201,31 @@ def collect_frontier(jobs, fractions: Sequence[float], max_steps: int) -> dict[s
     return data
 
 
-def frontier_points(data: dict[str, dict[float, dict[int, Any]]], k_max: int, *,
-                    draws: int = 2000) -> dict[str, dict[float, dict[int, Interval]]]:
-    """``{method: {fraction: {1: Interval, k_max: Interval}}}`` (mean over seeds and problems, two-level
-    bootstrap) for the fractions every seed of the method reached."""
-    from grae.compare.stats import method_passk
+def frontier_points(results: StudyResults, k: int | None = None,
+                    ) -> tuple[dict[str, dict[float, dict[int, Interval]]], int, dict[int, Interval] | None]:
+    """``({method: {fraction: {1: Interval, k: Interval}}}, k, base)``: every method's checkpoints at pass@1
+    and pass@k (default k_max, the largest power of two every checkpoint's ``n`` reaches) over the seeds
+    every checkpoint of the method has, and the base model's point (the path's 0 %) when its rows reach k."""
+    from grae.compare.stats import two_level_bootstrap
+    from grae.eval.stats import per_problem_passk
+    from grae.metrics import powers_of_two
 
-    out: dict[str, dict[float, dict[int, Interval]]] = {}
-    for method, by_fraction in data.items():
-        seeds = set.intersection(*(set(v) for v in by_fraction.values())) if by_fraction else set()
-        for f, per_seed in sorted(by_fraction.items()):
-            counts = [per_seed[s] for s in sorted(seeds)]
-            if counts and min(int(c.n.min()) for c in counts) >= k_max:
-                out.setdefault(method, {})[f] = method_passk(counts, [1, k_max], draws=draws)
-    return out
+    study = results.study
+    if k is None:
+        k = powers_of_two(min(n for by_f in results.frontier.values() for cp in by_f.values()
+                              for n in cp.n_min.values()))[-1]
+    base = None
+    for name in ("frontier.jsonl",) if study.eval else ("frontier.jsonl", "before.jsonl"):
+        counts = results.base_files.get(name)
+        if counts is not None and int(counts.n.min()) >= k:
+            base = dict(zip([1, k], two_level_bootstrap(per_problem_passk(counts, [1, k])[None], study.bootstrap)))
+            break
+    points: dict[str, dict[float, dict[int, Interval]]] = {}
+    for method, by_f in results.frontier.items():
+        for f, cp in by_f.items():
+            if cp.shared and min(cp.n_min[s] for s in cp.shared) >= k:
+                points.setdefault(method, {})[f] = {1: cp.passk[1], k: cp.passk[k]}
+    return points, k, base
 
 
 def above_frontier(point: tuple[float, float], path: Sequence[tuple[float, float]]) -> float | None:

@@ -1,0 +1,343 @@
+"""A study's results, gathered once into one typed table (issue 35 §1): :class:`StudyResults`.
+
+:func:`gather` reads a finished study's run directory once — every job's final held-out counts (exact
+or sampled), its training log (the per-step series the report reads), budget and memorisation
+diagnostics, the frontier checkpoints, the base model's rows and its reference policies (format-only
+oracle, near-miss guesser), the compare invocations — with each job's train config resolved once. The
+report's sections and plots (:mod:`grae.compare.report`) are pure functions of this table, and
+``summary.json`` carries it under ``"results"`` (:func:`write_summary`), so ``grae compare
+SUMMARY.json --report-only`` re-renders a report without reading any row again (:func:`from_summary`).
+
+What the table keeps, and what it does not:
+
+* per-problem counts of every final model and of the base (``n`` and ``c``, or for exact rows ``p`` and
+  ``mass``; ``c = p·n``): the paired differences and Holm tables need them;
+* a frontier checkpoint's crossed interval per k over the seeds every checkpoint of the method has, and
+  each seed's smallest ``n`` (:class:`FrontierCheckpoint`) — not its per-problem counts, which would
+  multiply the table's size by the number of checkpoints;
+* per training step the logged values of the keys the report reads (:data:`METRIC_KEYS`), exact.
+
+Floats are written with ``repr`` (JSON round-trips them exactly), so a report rendered from the table
+and one rendered from ``summary.json`` are the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from grae.compare.stats import Interval, method_passk
+from grae.eval.stats import ProblemCounts
+from grae.metrics import powers_of_two
+
+if TYPE_CHECKING:
+    from grae.compare.grid import CompareConfig, Job
+    from grae.train.config import TrainConfig
+
+#: version of the table's JSON form (``summary.json`` → ``results``)
+VERSION = 1
+#: training-log keys the report reads: the dynamics table and plot (DYNAMICS), pass@k on the training
+#: batches (``reward_mean``, ``frac_all_wrong``) and where the update goes (grae.compare.training.ALLOCATION)
+DYNAMICS_KEYS = ("reward_mean", "entropy", "acr", "frac_all_correct", "frac_all_wrong", "adv_neg_mass")
+ALLOCATION_KEYS = ("omega", "agrae/suppression", "adv_abs_sum_p[0.00,0.25)", "adv_abs_sum_p[0.75,1.00)")
+METRIC_KEYS = DYNAMICS_KEYS + ALLOCATION_KEYS
+#: one row per ``grae compare`` invocation that ran jobs (``<output_dir>/invocations.jsonl``)
+INVOCATIONS = "invocations.jsonl"
+#: the base model's row files a report may read (``<output_dir>/base/``)
+BASE_FILES = ("frontier.jsonl", "before.jsonl")
+
+
+@dataclass
+class StudyInfo:
+    """What the report says about the study itself (from its config, resolved once)."""
+
+    title: str
+    notes: str
+    verdict: str
+    source: str
+    methods: list[str]
+    seeds: list[int]
+    baseline: str
+    bootstrap: int
+    eval: dict[str, Any] | None
+    frontier: list[float]
+    paired_against: list[str]
+    heldout: bool
+    num_jobs: int
+    #: completions per optimiser step and the group size G (the first job's TRL settings)
+    per_step: int
+    group_size: int
+    #: the per-arm decision rule (``rule:`` in the study; grae.compare.rule), None when the study has none
+    rule: dict[str, Any] | None = None
+
+
+@dataclass
+class JobResult:
+    """One (method, seed) job."""
+
+    final: ProblemCounts | None  # held-out counts of the final model; None in a training-only study
+    metrics: dict[str, list]  # METRIC_KEYS → one value per logged step (None where the step lacks it)
+    train_seconds: float
+    steps: int | None
+    generated: int | None
+    #: the job's own sampled held-out counts (``eval/after.jsonl``) in an exact study: exact − sampled
+    sampled: ProblemCounts | None = None
+    #: train vs held-out gap and answer leakage from ``eval/after.jsonl`` (grae.eval.diagnostics)
+    memorisation: dict[str, float] | None = None
+
+    @property
+    def logged_steps(self) -> int:
+        return max((len(v) for v in self.metrics.values()), default=0)
+
+    def series(self, key: str) -> list:
+        return self.metrics.get(key) or [None] * self.logged_steps
+
+
+@dataclass
+class FrontierCheckpoint:
+    """One method at one training fraction: each seed's smallest ``n`` (``n_min``) and the crossed
+    interval per k (powers of two up to the shared seeds' smallest ``n``) over the seeds that every
+    checkpoint of the method has (``shared``)."""
+
+    n_min: dict[int, int]
+    shared: list[int]
+    passk: dict[int, Interval]
+
+
+@dataclass
+class StudyResults:
+    study: StudyInfo
+    #: method → seed → job, in the study's order
+    jobs: dict[str, dict[int, JobResult]]
+    #: the base model's counts per row file of ``<output_dir>/base/`` (BASE_FILES)
+    base_files: dict[str, ProblemCounts] = field(default_factory=dict)
+    #: the base's reference policies when its report rows are exact (grae.eval.exact.reference_counts)
+    references: dict[str, ProblemCounts] = field(default_factory=dict)
+    #: method → fraction → checkpoint
+    frontier: dict[str, dict[float, FrontierCheckpoint]] = field(default_factory=dict)
+    #: ``invocations.jsonl``: one row per ``grae compare`` run that ran jobs
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def base(self) -> ProblemCounts | None:
+        """The base model's counts the held-out tables use: compare's own evaluation with ``eval``, the
+        shared base evaluation otherwise."""
+        return self.base_files.get("frontier.jsonl" if self.study.eval else "before.jsonl")
+
+    def finals(self, method: str) -> dict[int, ProblemCounts]:
+        return {seed: job.final for seed, job in self.jobs[method].items()}
+
+    def ks(self) -> list[int]:
+        """Powers of two up to the smallest ``n`` of any final model."""
+        return powers_of_two(min(int(j.final.n.min()) for by_seed in self.jobs.values() for j in by_seed.values()))
+
+
+def gather(cfg: CompareConfig) -> StudyResults:
+    """Read a finished study once (module docstring)."""
+    from grae.io import read_jsonl
+
+    jobs = cfg.jobs()
+    configs = {(job.method, job.seed): cfg.train_config(job) for job in jobs}
+    trl = configs[jobs[0].method, jobs[0].seed].trl
+    info = StudyInfo(title=cfg.title, notes=cfg.notes, verdict=cfg.verdict, source=cfg.source, methods=list(cfg.methods),
+                     seeds=list(cfg.seeds), baseline=cfg.baseline, bootstrap=cfg.bootstrap, eval=cfg.eval,
+                     frontier=list(cfg.frontier), paired_against=list(cfg.paired_against), heldout=cfg.heldout,
+                     num_jobs=len(jobs), per_step=trl.get("per_device_train_batch_size", 8)
+                     * trl.get("gradient_accumulation_steps", 1), group_size=int(trl.get("num_generations", 8)),
+                     rule=getattr(cfg, "rule", None))
+    base_rows = {name: _rows(cfg.output_dir / "base" / name) for name in BASE_FILES}
+    base_files = {name: _counts(rows) for name, rows in base_rows.items() if rows is not None}
+    results = StudyResults(info, {}, base_files, invocations=read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True))
+    base_name = "frontier.jsonl" if cfg.eval else "before.jsonl"
+    if results.base is not None and results.base.exact:
+        from grae.eval.exact import reference_counts
+
+        results.references = reference_counts(results.base, base_rows[base_name])
+    for job in jobs:
+        results.jobs.setdefault(job.method, {})[job.seed] = _job_result(cfg, job, configs[job.method, job.seed],
+                                                                        base_rows["before.jsonl"])
+    if cfg.frontier:
+        results.frontier = _frontier(cfg, jobs, configs[jobs[0].method, jobs[0].seed].max_steps)
+    return results
+
+
+def _rows(path: Path) -> list[dict] | None:
+    from grae.eval.records import read_rows
+
+    return read_rows(path) if path.exists() else None
+
+
+def _counts(rows: list[dict]) -> ProblemCounts:
+    from grae.eval.stats import count_problems
+
+    return count_problems(rows)
+
+
+def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: list[dict] | None) -> JobResult:
+    from grae.train.rundir import read_metrics
+
+    rows = read_metrics(job.output_dir / "metrics.jsonl")
+    metrics = {key: [r.get(key) for r in rows] for key in DYNAMICS_KEYS}
+    metrics |= {key: [r.get(key, r.get(f"grae/{key}")) for r in rows] for key in ALLOCATION_KEYS}
+    metrics = {k: v for k, v in metrics.items() if any(x is not None for x in v)}
+    if rows and not metrics:  # keep the number of logged steps
+        metrics = {DYNAMICS_KEYS[0]: [None] * len(rows)}
+    summary = json.loads((job.output_dir / "eval" / "summary.json").read_text())
+    after = _rows(job.output_dir / "eval" / "after.jsonl")
+    result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
+                       train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
+                       generated=summary.get("generated_completions"))
+    if after is not None:
+        if (cfg.eval or {}).get("exact"):
+            result.sampled = _counts(after)
+        result.memorisation = _memorisation(config, rows, after, base_rows)
+    return result
+
+
+def final_counts(cfg: CompareConfig, job: Job, config: TrainConfig) -> ProblemCounts:
+    """The final model's held-out counts: the job's own evaluation (``eval/after.jsonl``), or with the
+    study key ``eval`` compare's evaluation of the final model (``eval/frontier/step-<max_steps>``)."""
+    from grae.compare.frontier import counts_from_record, curve_path, rows_path, step_done, step_settings
+
+    if not cfg.eval:
+        return _counts(_rows(job.output_dir / "eval" / "after.jsonl") or [])
+    rows = rows_path(job.output_dir, config.max_steps)
+    if not step_done(rows, step_settings(config, cfg.eval)):
+        raise FileNotFoundError(f"{job.method} seed {job.seed}: no rows of the study's eval settings {cfg.eval} for "
+                                f"its final model ({curve_path(rows)}); run grae compare without --report-only")
+    return counts_from_record(json.loads(curve_path(rows).read_text()))
+
+
+def _memorisation(config: TrainConfig, metrics: list[dict], after: list[dict],
+                  base_rows: list[dict] | None) -> dict[str, float]:
+    """Train vs held-out gap and answer leakage of one job (grae.eval.diagnostics); leakage is nan and the
+    base's None when the task's training answers cannot be listed."""
+    from grae.data import get_task
+    from grae.eval.diagnostics import answer_leakage, train_heldout_gap
+
+    try:
+        train_answers = [e["answer"] for e in get_task(config.task.name, **config.task.params).train(
+            config.task.train_size, seed=config.seed)]
+    except (KeyError, OSError, TypeError, ValueError):  # training answers that cannot be listed
+        train_answers = []
+    gap = train_heldout_gap(metrics, after)
+    return {**gap, "leakage": answer_leakage(after, train_answers)["rate"] if train_answers else float("nan"),
+            "base_leakage": answer_leakage(base_rows, train_answers)["rate"]
+            if base_rows is not None and train_answers else None}
+
+
+def _frontier(cfg: CompareConfig, jobs: list[Job], max_steps: int) -> dict[str, dict[float, FrontierCheckpoint]]:
+    """Every method's checkpoints (grae.compare.frontier.collect_frontier) as :class:`FrontierCheckpoint`."""
+    from grae.compare.frontier import collect_frontier
+
+    out: dict[str, dict[float, FrontierCheckpoint]] = {}
+    for method, by_fraction in collect_frontier(jobs, cfg.frontier, max_steps).items():
+        shared = sorted(set.intersection(*(set(v) for v in by_fraction.values())))
+        for f, per_seed in sorted(by_fraction.items()):
+            counts = [per_seed[s] for s in shared]
+            passk = method_passk(counts, powers_of_two(min(int(c.n.min()) for c in counts))) if counts else {}
+            out.setdefault(method, {})[f] = FrontierCheckpoint({s: int(c.n.min()) for s, c in per_seed.items()},
+                                                               shared, passk)
+    return out
+
+
+# ---- JSON form -------------------------------------------------------------------------------------------
+
+
+def counts_to_json(counts: ProblemCounts, problems: list[str]) -> dict[str, Any]:
+    """``{"n", "c"}`` (sampled) or ``{"n", "p", "mass"}`` (exact); ``n`` one integer when every problem has
+    the same; ``q`` the question ids where they differ from the table's ``problems``."""
+    n = [int(v) for v in counts.n]
+    out: dict[str, Any] = {} if list(counts.question_ids) == problems else {"q": list(counts.question_ids)}
+    out["n"] = n[0] if n and all(v == n[0] for v in n) else n
+    if counts.exact:
+        out |= {"p": [float(v) for v in counts.p], "mass": [float(v) for v in counts.mass]}
+    else:
+        out["c"] = [int(v) for v in counts.c]
+    return out
+
+
+def counts_from_json(record: dict[str, Any], problems: list[str]) -> ProblemCounts:
+    ids = record.get("q", problems)
+    n = np.full(len(ids), record["n"], dtype=np.int64) if isinstance(record["n"], int) else np.asarray(record["n"], np.int64)
+    if "p" in record:
+        p = np.asarray(record["p"], dtype=float)
+        return ProblemCounts(list(ids), n, p * n, p=p, mass=np.asarray(record["mass"], dtype=float))
+    return ProblemCounts(list(ids), n, np.asarray(record["c"], dtype=np.int64))
+
+
+def interval_json(iv: Interval) -> dict[str, float]:
+    return dict(vars(iv))
+
+
+def to_json(results: StudyResults) -> dict[str, Any]:
+    """The table as JSON-ready data (:func:`from_json` reads it back)."""
+    first = next((j.final for by_seed in results.jobs.values() for j in by_seed.values() if j.final is not None),
+                 results.base)
+    problems = list(first.question_ids) if first is not None else []
+
+    def counts(c: ProblemCounts | None):
+        return None if c is None else counts_to_json(c, problems)
+
+    return {
+        "version": VERSION,
+        "study": vars(results.study),
+        "problems": problems,
+        "jobs": {m: {str(s): {"final": counts(j.final), "sampled": counts(j.sampled), "train_seconds": j.train_seconds,
+                              "steps": j.steps, "generated": j.generated, "memorisation": j.memorisation,
+                              "metrics": j.metrics} for s, j in by_seed.items()} for m, by_seed in results.jobs.items()},
+        "base_files": {name: counts(c) for name, c in results.base_files.items()},
+        "references": {name: counts(c) for name, c in results.references.items()},
+        "frontier": {m: {repr(f): {"n_min": {str(s): n for s, n in cp.n_min.items()}, "shared": cp.shared,
+                                   "passk": {str(k): interval_json(iv) for k, iv in cp.passk.items()}}
+                         for f, cp in by_f.items()} for m, by_f in results.frontier.items()},
+        "invocations": results.invocations,
+    }
+
+
+def from_json(data: dict[str, Any]) -> StudyResults:
+    if data.get("version") != VERSION:
+        raise ValueError(f"results: version {data.get('version')!r}, this grae reads version {VERSION}; re-run "
+                         "grae compare CONFIG --report-only on the study's rows")
+    problems = data["problems"]
+
+    def counts(record):
+        return None if record is None else counts_from_json(record, problems)
+
+    jobs = {m: {int(s): JobResult(final=counts(j["final"]), metrics=j["metrics"], train_seconds=j["train_seconds"],
+                                  steps=j["steps"], generated=j["generated"], sampled=counts(j["sampled"]),
+                                  memorisation=j["memorisation"]) for s, j in by_seed.items()}
+            for m, by_seed in data["jobs"].items()}
+    frontier = {m: {float(f): FrontierCheckpoint({int(s): n for s, n in cp["n_min"].items()}, cp["shared"],
+                                                 {int(k): Interval(**iv) for k, iv in cp["passk"].items()})
+                    for f, cp in by_f.items()} for m, by_f in data["frontier"].items()}
+    return StudyResults(StudyInfo(**data["study"]), jobs,
+                        {name: counts(c) for name, c in data["base_files"].items()},
+                        {name: counts(c) for name, c in data["references"].items()}, frontier, data["invocations"])
+
+
+def write_summary(path: Path, summary: dict[str, Any], results: StudyResults) -> Path:
+    """``summary.json``: the report's numbers (``summary``, indented as before) and the table under
+    ``"results"`` (one line: its arrays would take a line per number)."""
+    from grae.io import atomic_write_text
+
+    head = json.dumps(summary, indent=2, ensure_ascii=False)
+    table = json.dumps(to_json(results), ensure_ascii=False, separators=(",", ":"))
+    return atomic_write_text(path, head[:-2] + f',\n  "results": {table}\n}}\n')
+
+
+def from_summary(path: str | Path) -> StudyResults:
+    """The table of a ``summary.json`` written by :func:`write_summary`; a clear error for one without it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read a compare summary ({err})") from None
+    if not isinstance(data, dict) or "results" not in data:
+        raise ValueError(f"{path}: no 'results' table (written before grae compare kept one, or not a compare "
+                         "summary); re-render it from its rows with grae compare CONFIG --report-only")
+    return from_json(data["results"])
