@@ -145,8 +145,8 @@ def test_trl_recipe_yaml_is_read_as_it_is(tmp_path):
     assert cfg.trl == {"learning_rate": 1e-5, "num_generations": 8, "per_device_train_batch_size": 16,
                        "max_completion_length": 8, "bf16": False}
     assert cfg.peft == {"r": 8, "lora_alpha": 32, "lora_dropout": 0.05}  # TRL's ModelConfig LoRA defaults
-    recipe.write_text("model_name_or_path: tiny\ndataset_config: main\n")
-    with pytest.raises(ConfigError, match=r"^dataset_config: unknown key\..*trl\.GRPOConfig field"):
+    recipe.write_text("model_name_or_path: tiny\ndataset_config: main\n")  # a config of no dataset
+    with pytest.raises(ConfigError, match=r"^dataset_config: goes with a hub dataset_name; add dataset_name: ORG/NAME"):
         load_config(recipe)
 
 

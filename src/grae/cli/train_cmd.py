@@ -103,6 +103,17 @@ def hub_push_unavailable(trl: dict) -> str | None:
     return None
 
 
+def vllm_unavailable(trl: dict) -> str | None:
+    """Why ``trl.use_vllm`` cannot generate here (vLLM not installed), found before the model loads; TRL would
+    find out when it builds the trainer, after the model and the data load."""
+    from grae.eval.backends import vllm_installed
+
+    if trl.get("use_vllm") and not vllm_installed():
+        return ("trl.use_vllm: vLLM is not installed here (pip install vllm, on a CUDA machine); drop use_vllm to "
+                "generate with transformers")
+    return None
+
+
 def _hub_unreachable(timeout: float = 3.0) -> str | None:
     import socket
     from urllib.parse import urlparse
@@ -135,6 +146,19 @@ def user_failure(console, err: BaseException, run_dir, *, debug: bool) -> None:
     raise typer.Exit(1) from None
 
 
+def _dry_run(console, cfg) -> None:
+    """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (the model not cached with
+    the hub unreachable, a push without a token) as notes: the config is checked, the network only looked at."""
+    from grae.train.dry_run import plan_lines
+
+    for what, value in plan_lines(cfg):
+        console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
+    for note in filter(None, [model_unavailable(cfg.model), hub_push_unavailable(cfg.trl), vllm_unavailable(cfg.trl)]):
+        console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
+                      soft_wrap=True)
+    console.print("dry run: the config is valid; nothing was downloaded, loaded, trained or written", highlight=False)
+
+
 def _print_help(ctx: typer.Context, _param, value: bool) -> None:
     """``grae train --help``: the command's options, then every config key with its default and help,
     generated from the schema (:func:`grae.train.schema.config_keys`)."""
@@ -165,6 +189,9 @@ def register(app: typer.Typer) -> None:
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the rich progress bar."),
         debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
                                    "print the traceback after its one line (it is always in the run's error.log)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Check the config in full and say what it resolves to "
+                                     "(model, task columns, reward functions, steps), then exit: nothing is "
+                                     "downloaded, loaded, trained or written."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
         tiny model with A-GRAE), evaluate held-out pass@k before and after, and write a report.
@@ -173,7 +200,8 @@ def register(app: typer.Typer) -> None:
         --eval.enabled false skips the held-out evaluations, --sampling.dynamic true turns on dynamic
         sampling, --peft.r 16 trains a LoRA adapter, --trl.push_to_hub true --trl.hub_model_id ORG/NAME
         pushes the model. A GRPOConfig field may be given flat as in TRL (--learning_rate 1e-5), a flag
-        without a value is true (--trl.bf16), and a TRL recipe YAML is read as it is. --help lists every key."""
+        without a value is true (--trl.bf16), and a trl grpo recipe YAML is read as it is (dataset_name, dtype,
+        reward_funcs: accuracy_reward, …); --dry-run checks one without training. --help lists every key."""
         from rich.table import Table
 
         from grae.train.config import ConfigError, load_config
@@ -190,6 +218,9 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "config error", err)
             raise typer.Exit(2) from None
+        if dry_run:
+            _dry_run(console, cfg)
+            raise typer.Exit(0)
         if resume and not os.path.isdir(cfg.output_dir):  # before the probe below, which would create it
             error(console, "config error", f"--resume: {cfg.output_dir} does not exist, so there is no run to continue; "
                   "check --output-dir, or drop --resume to start a new run")
@@ -198,7 +229,8 @@ def register(app: typer.Typer) -> None:
             check_writable(console, cfg.output_dir, "--output-dir")
         from grae.train.checkpoints import weights_problem
 
-        why = model_unavailable(cfg.model) or weights_problem(cfg.model) or hub_push_unavailable(cfg.trl)
+        why = (model_unavailable(cfg.model) or weights_problem(cfg.model) or hub_push_unavailable(cfg.trl)
+               or vllm_unavailable(cfg.trl))
         if why:
             error(console, "config error", why)
             raise typer.Exit(2)

@@ -57,6 +57,16 @@ def boxed_answer(solution: Any) -> str | None:
     return extract_boxed(solution)
 
 
+def solution_gold(solution: Any) -> str | None:
+    """Gold answer of a ``solution`` column: its last ``\\boxed{}``; else, when it is one line, the line itself
+    (TRL's convention: ``trl-lib/DeepMath-103K``'s ``solution`` is ``"$42$"``, the column TRL's
+    ``accuracy_reward`` parses as the gold). A multi-line solution without a box gives None."""
+    boxed = boxed_answer(solution)
+    if boxed or not isinstance(solution, str) or "\n" in solution.strip():
+        return boxed
+    return answer_to_str(solution)
+
+
 def _first(row: Mapping[str, Any], fields: Sequence[str]) -> tuple[str | None, Any]:
     for f in fields:
         if f in row and row[f] is not None and row[f] != "":
@@ -67,6 +77,15 @@ def _first(row: Mapping[str, Any], fields: Sequence[str]) -> tuple[str | None, A
 def _id(row: Mapping[str, Any], fields: Sequence[str] = ID_FIELDS) -> str | None:
     _, value = _first(row, fields)
     return None if value is None else str(value)
+
+
+def last_user_message(messages: Any) -> str | None:
+    """The text of the last user message of chat ``messages`` (a list of ``{"role", "content"}``; a message
+    without a role counts as the user's), or None."""
+    if not isinstance(messages, (list, tuple)):
+        return None
+    users = [m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role", "user") == "user"]
+    return users[-1] if users and isinstance(users[-1], str) else None
 
 
 def map_math_row(row: Mapping[str, Any]) -> Row | None:
@@ -134,13 +153,7 @@ def map_dapo_row(row: Mapping[str, Any]) -> Row | None:
     (template stripped); gold ``reward_model["ground_truth"]``; id ``extra_info["index"]``. The source
     repeats each problem many times; grae's deduplication keeps one copy."""
     prompt = row.get("prompt")
-    if isinstance(prompt, str):
-        content = prompt
-    elif isinstance(prompt, (list, tuple)):
-        users = [m.get("content") for m in prompt if isinstance(m, Mapping) and m.get("role", "user") == "user"]
-        content = users[-1] if users else None
-    else:
-        content = None
+    content = prompt if isinstance(prompt, str) else last_user_message(prompt)
     reward_model = row.get("reward_model") or {}
     answer = answer_to_str(reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None)
     if not isinstance(content, str) or not answer:
@@ -179,8 +192,7 @@ def map_verl_row(row: Mapping[str, Any], *, where: str = "row") -> Row | None:
     truth = row["reward_model"].get("ground_truth")
     question = extra.get("question") or (truth.get("question") if isinstance(truth, Mapping) else None)
     if not isinstance(question, str) or not question.strip():
-        users = [m.get("content") for m in row["prompt"] if isinstance(m, Mapping) and m.get("role", "user") == "user"]
-        question = users[-1] if users and isinstance(users[-1], str) else None
+        question = last_user_message(row["prompt"])
     if not question or not question.strip():
         raise DataFormatError(f"{where}: verl row without a user message in 'prompt' (present fields: {sorted(row)})")
     answer = verl_gold(truth)
@@ -201,8 +213,9 @@ def map_generic_row(
     (:func:`is_verl_row`) without explicit fields goes to :func:`map_verl_row`.
 
     problem: ``problem_field`` or the first of ``problem``, ``question``, ``Problem``, ``Question``,
-    ``prompt``; answer: ``answer_field`` or the first of ``answer``, ``final_answer``, ``Answer``,
-    ``expected_answer``, ``gold``, ``ground_truth``, else the last ``\\boxed{}`` of ``solution``.
+    ``prompt`` (chat messages, TRL's conversational format: the last user message); answer: ``answer_field``
+    or the first of ``answer``, ``final_answer``, ``Answer``, ``expected_answer``, ``gold``, ``ground_truth``,
+    else ``solution`` (:func:`solution_gold`).
 
     Raises :class:`DataFormatError` naming the missing field (``where`` says which row of which file).
     """
@@ -212,6 +225,8 @@ def map_generic_row(
         return map_verl_row(row, where=where)
     p_fields = (problem_field,) if problem_field else PROBLEM_FIELDS
     _, problem = _first(row, p_fields)
+    if isinstance(problem, (list, tuple)):  # TRL's conversational prompt: chat messages
+        problem = last_user_message(problem)
     if not isinstance(problem, str) or not problem.strip():
         raise DataFormatError(
             f"{where}: no problem text; expected a non-empty string field "
@@ -226,12 +241,12 @@ def map_generic_row(
     else:
         answer = answer_to_str(_first(row, ANSWER_FIELDS)[1])
         if answer is None:
-            answer = boxed_answer(_first(row, SOLUTION_FIELDS)[1])
+            answer = solution_gold(_first(row, SOLUTION_FIELDS)[1])
     if not answer:
         fields = (answer_field,) if answer_field else ANSWER_FIELDS + SOLUTION_FIELDS
         raise DataFormatError(
             f"{where}: no gold answer; expected field {' or '.join(repr(f) for f in fields)} "
-            "(a 'solution' must contain \\boxed{...}) "
+            "(a 'solution' must contain \\boxed{...} or be one line) "
             f"(present fields: {sorted(row)}). Add an 'answer' column or pass answer_field=<name>."
         )
     return {"question": problem, "answer": answer, "id": _id(row)}

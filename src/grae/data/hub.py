@@ -168,8 +168,14 @@ def _source(spec: str | HubSource) -> HubSource:
     return SOURCES[spec]
 
 
+#: registered training tasks over hub datasets: name -> (training source, held-out source), keys of SOURCES
+TRAINING_TASKS: dict[str, tuple[str, str]] = {}
+
+
 def _register(name: str, train: str | None, heldout: str) -> None:
     register_task(name)(functools.partial(HubTask, name, train=train, heldout=heldout))
+    if train is not None:
+        TRAINING_TASKS[name] = (train, heldout)
 
 
 _register("math", "math_train", "math500")
@@ -180,15 +186,70 @@ for _bench in ("math500", "math_test", "gsm8k_test", "aime24", "aime25", "amc23"
     _register(_bench, None, _bench)
 
 
+def known_source(dataset: str) -> HubSource | None:
+    """The first source in :data:`SOURCES` that reads hub dataset ``dataset`` (its field mapping and
+    configs are the ones ``hf:<dataset>`` uses), or None."""
+    return next((source for source in SOURCES.values() if source.path == dataset), None)
+
+
 @register_name_form("hf:")
 def _hub_id_task(dataset: str, *, split: str = "train", heldout_split: str | None = None, config: str | None = None,
                  problem_field: str | None = None, answer_field: str | None = None, **params: Any) -> HubTask:
     """``hf:<org/name>``: any hub dataset as a task, TRL-style. ``split`` trains (``heldout_split``, or
     ``heldout_size`` questions carved out of it, is held out); ``config`` is the dataset config;
     ``problem_field``/``answer_field`` name the prompt and gold columns (default: the generic guesses of
-    :func:`grae.data.fields.map_generic_row`, verl's schema included). Offline, save a copy and use
-    ``local:<path>`` with the same field names."""
-    mapper = functools.partial(fields.map_generic_row, problem_field=problem_field, answer_field=answer_field)
-    train = HubSource(dataset, split, mapper, (config,))
-    heldout = HubSource(dataset, heldout_split, mapper, (config,)) if heldout_split else "carve"
+    :func:`grae.data.fields.map_generic_row`, verl's and TRL's schemas included). A dataset grae knows
+    (:data:`SOURCES`, e.g. ``openai/gsm8k``) is read with its own mapping and configs unless fields are
+    named. Offline, save a copy and use ``local:<path>`` with the same field names."""
+    known = known_source(dataset) if problem_field is None and answer_field is None else None
+    if known is not None:
+        mapper: Callable[[Mapping[str, Any]], dict | None] = known.mapper
+        configs = (config,) if config is not None else known.configs
+    else:
+        mapper = functools.partial(fields.map_generic_row, problem_field=problem_field, answer_field=answer_field)
+        configs = (config,)
+    train = HubSource(dataset, split, mapper, configs)
+    heldout = HubSource(dataset, heldout_split, mapper, configs) if heldout_split else "carve"
     return HubTask(params.pop("name", f"hf:{dataset}"), train=train, heldout=heldout, **params)
+
+
+def recipe_task(dataset: str, *, config: str | None = None, split: str = "train",
+                test_split: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A TRL recipe's ``dataset_name`` (with ``dataset_config``, ``dataset_train_split`` and, when given,
+    ``dataset_test_split``) as grae's ``(task.name, task.params)``: the registered task that trains on that
+    very split (``openai/gsm8k`` -> ``gsm8k``, held out on gsm8k's test split), else ``hf:<dataset>``."""
+    for name, (train_key, heldout_key) in TRAINING_TASKS.items():
+        train, heldout = SOURCES[train_key], SOURCES[heldout_key]
+        if (train.path == dataset and train.split == split and (config is None or train.configs == (config,))
+                and test_split in (None, heldout.split if heldout.path == dataset else None)):
+            return name, {}
+    params = {"config": config, "split": None if split == "train" else split, "heldout_split": test_split}
+    return f"hf:{dataset}", {key: value for key, value in params.items() if value is not None}
+
+
+#: what each known mapping reads, for :func:`fields_line`
+_MAPPING_NOTES = {
+    fields.map_math_row: "problem 'problem', gold the last \\boxed{} of 'solution'",
+    fields.map_math500_row: "problem 'problem', gold 'answer'",
+    fields.map_gsm8k_row: "problem 'question', gold after '####' in 'answer'",
+    fields.map_deepscaler_row: "problem 'problem', gold 'answer'",
+    fields.map_dapo_row: "problem the user message of 'prompt', gold 'reward_model.ground_truth'",
+}
+
+
+def fields_line(task: Any) -> str | None:
+    """One line saying which columns a hub task reads (its training source, else its held-out one) and how
+    to name others; None for a task that is not a :class:`HubTask`."""
+    if not isinstance(task, HubTask):
+        return None
+    source = task.train_source or task.heldout_source
+    mapper = source.mapper
+    where = f"{task.name} reads {source.describe()}"
+    if mapper in _MAPPING_NOTES:
+        return f"{where}: {_MAPPING_NOTES[mapper]}"
+    named = getattr(mapper, "keywords", {}) or {}
+    problem = repr(named["problem_field"]) if named.get("problem_field") else "|".join(fields.PROBLEM_FIELDS)
+    answer = repr(named["answer_field"]) if named.get("answer_field") else "|".join(
+        (*fields.ANSWER_FIELDS, *fields.SOLUTION_FIELDS))
+    return (f"{where}: problem {problem}, gold {answer} (first present; chat prompts: the last user message; "
+            "other columns: task.params.problem_field, answer_field)")

@@ -1,7 +1,9 @@
 """Task registry: ``register_task`` / ``get_task`` / ``task_names``.
 
-Besides registered names, :func:`get_task` understands four name forms:
+Besides registered names, :func:`get_task` understands five name forms:
 
+* ``hf:<org/name>`` - any Hugging Face Hub dataset (:mod:`grae.data.hub`; params ``config``, ``split``,
+  ``problem_field``, ``answer_field``);
 * ``rg:<generator>`` - any reasoning-gym generator (``rg:leg_counting``), kwargs go to
   ``reasoning_gym.create_dataset``;
 * ``mix:<name>=<weight>,<name>=<weight>`` - a weighted task mix (``mix:chain_sum=2,products=1``);
@@ -9,7 +11,8 @@ Besides registered names, :func:`get_task` understands four name forms:
 * a bare path ending in ``.jsonl``, ``.ndjson``, ``.json`` or ``.parquet``.
 
 The modules that implement a name form register it (:func:`register_name_form`: ``rg:`` and ``mix:`` in
-:mod:`grae.data.procedural`, ``local:`` in :mod:`grae.data.local`), so this module imports none of them.
+:mod:`grae.data.procedural`, ``local:`` in :mod:`grae.data.local`, ``hf:`` in :mod:`grae.data.hub`), so this
+module imports none of them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ _REGISTRY: dict[str, Callable[..., Task]] = {}
 #: name forms: prefix -> factory called as ``factory(name_without_prefix, **params)``
 _NAME_FORMS: dict[str, Callable[..., Task]] = {}
 LOCAL_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
-NAME_FORMS = ("rg:<reasoning-gym generator>", "mix:<name>=<weight>,...", "local:<path>", "<path>.jsonl|.json|.parquet")
+NAME_FORMS = ("hf:<org/name> (a hub dataset)", "rg:<reasoning-gym generator>", "mix:<name>=<weight>,...", "local:<path>",
+              "<path>.jsonl|.json|.parquet")
 
 F = TypeVar("F", bound=Callable[..., Task])
 
@@ -79,6 +83,10 @@ def get_task(name: str, **params: Any) -> Task:
             return factory(name[len(prefix):], **params)
     if name.lower().endswith(LOCAL_SUFFIXES) and "local:" in _NAME_FORMS:
         return _NAME_FORMS["local:"](name, **params)
+    if name.count("/") == 1 and not name.startswith(("/", ".")) and " " not in name:  # a hub id, as TRL names datasets
+        raise UnknownTaskError(
+            f"unknown task {name!r}; a Hugging Face Hub dataset is named hf:{name} (task.params: config, split, "
+            "problem_field, answer_field; a TRL recipe's dataset_name is mapped to it)")
     raise UnknownTaskError(
         f"unknown task {name!r}. Registered tasks: {', '.join(task_names())}. "
         f"Also accepted: {', '.join(NAME_FORMS)}."

@@ -5,9 +5,10 @@ names and parameters, and TRL options (validated by building TRL's own ``GRPOCon
 rejects impossible combinations such as a generation batch not divisible by ``num_generations``).
 Command-line overrides use dotted keys: ``--max-steps 50``, ``--estimator grpo``,
 ``--trl.learning_rate 3e-4``, ``--estimator_params.alpha 0.5``. As in TRL, a GRPOConfig field may
-also be given flat (``--learning_rate 1e-5`` = ``--trl.learning_rate 1e-5``, in YAML too), and a TRL
-recipe YAML (GRPOConfig fields plus ``model_name_or_path``, ``dataset_name``, ``use_peft``/``lora_*``
-at the top level) is read as it is (:data:`TRL_RECIPE_KEYS`).
+also be given flat (``--learning_rate 1e-5`` = ``--trl.learning_rate 1e-5``, in YAML too), and a ``trl grpo``
+recipe YAML (GRPOConfig fields plus the script's ``model_name_or_path``, ``dataset_name``/``dataset_config``,
+``dtype``, ``attn_implementation``, ``use_peft``/``lora_*``, ``reward_funcs`` at the top level) is read as it
+is (:mod:`grae.train.trl_recipe`; what grae cannot honour is refused in one line).
 
 Every number is checked before a model loads: finite, an integer that fits, and in range (grae's
 own ranges in :func:`validate`, TRL's in :data:`TRL_RANGES`); TRL's and reasoning-gym's own checks run
@@ -28,6 +29,15 @@ import yaml
 
 from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
+from grae.train.trl_recipe import (
+    DATASET_KEYS,
+    LORA_KEYS,
+    MODEL_INIT_KEYS,
+    REFUSED,
+    RENAMED,
+    RecipeError,
+    recipe_assignments,
+)
 from grae.train.trl_values import trl_fields
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -49,8 +59,9 @@ class TaskConfig:
     name: str = "chain_sum"
     #: keyword parameters of the task (e.g. reasoning-gym generator settings)
     params: dict = field(default_factory=dict)
-    #: number of training prompts drawn (train split; disjoint from the held-out split)
-    train_size: int = 10000
+    #: number of training prompts drawn (train split; disjoint from the held-out split); null: the whole training
+    #: split of a dataset task (what a TRL recipe's dataset_name trains on)
+    train_size: int | None = 10000
 
 
 @dataclass
@@ -85,10 +96,11 @@ class TrainConfig:
     #: base, configs/regime4.yaml), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
-    #: TRL reward functions by dotted path ("module:function" or "module.function"; each is
-    #: f(prompts, completions, **columns) -> list of floats, the dataset's ``answer`` column among the
-    #: columns); "task" is the task's own verifier. TRL sums them (weights: trl.reward_weights). One
-    #: string is a list of one (--reward_funcs mymodule:my_reward)
+    #: reward functions: "task" (the task's own verifier), TRL's names as ``trl grpo`` takes them
+    #: (accuracy_reward, reasoning_accuracy_reward, think_format_reward, get_soft_overlong_punishment: TRL's own
+    #: functions, fed the task's answer as their solution column), or a dotted path ("module:function" or
+    #: "module.function"; f(prompts, completions, **columns) -> list of floats, the dataset's ``answer`` column
+    #: among the columns). TRL sums them (weights: trl.reward_weights). One string is a list of one
     reward_funcs: list | str = field(default_factory=lambda: ["task"])
     #: grae estimator name (``grae estimators`` lists them)
     estimator: str = "agrae"
@@ -144,7 +156,15 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
         source = PRESET_RECIPES[overrides["model"]]
     path = resolve_config_path(source)
     raw = flat_trl_keys(read_yaml(path), str(path))
-    overrides = {_flat_key(key): value for key, value in overrides.items()}
+    overrides = {key.replace("-", "_") if key.replace("-", "_") in _RECIPE_ONLY else key: value
+                 for key, value in overrides.items()}
+    try:
+        recipe = recipe_assignments(overrides)  # --dataset_name openai/gsm8k, --dtype bfloat16, as trl grpo takes them
+    except RecipeError as err:
+        raise ConfigError(f"{err} (command line)") from None
+    if "train_size" in (raw.get("task") or {}):
+        recipe.pop("task.train_size", None)  # the whole split only where no size is given
+    overrides = {**recipe, **{_flat_key(key): value for key, value in overrides.items()}}  # dotted keys win
     # A different estimator (task) starts from its own defaults: parameters written for the
     # configured one are dropped unless replaced as a whole; dotted ones are applied on top.
     if "estimator" in overrides and "estimator_params" not in overrides:
@@ -153,6 +173,8 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
         raw.setdefault("task", {})["params"] = {}
     for key, value in overrides.items():
         set_dotted(raw, key, value)
+    if isinstance(raw.get("reward_funcs"), str) and "," in raw["reward_funcs"]:  # trl grpo --reward_funcs a,b
+        raw["reward_funcs"] = [name.strip() for name in raw["reward_funcs"].split(",") if name.strip()]
     cfg = from_dict(TrainConfig, raw, "")
     validate(cfg)
     return cfg
@@ -183,16 +205,13 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-#: TRL recipe keys (``trl.ModelConfig`` / ``ScriptArguments``) and their grae spelling; ``use_peft`` and
-#: ``lora_*`` build the ``peft`` section.
-TRL_RECIPE_KEYS = {"model_name_or_path": "model", "dataset_name": "task.name", "lora_r": "peft.r",
-                   "lora_alpha": "peft.lora_alpha", "lora_dropout": "peft.lora_dropout",
-                   "lora_target_modules": "peft.target_modules"}
+#: the ``trl grpo`` script's keys that are not GRPOConfig fields (:mod:`grae.train.trl_recipe`)
+_RECIPE_ONLY = {*DATASET_KEYS, *LORA_KEYS, *MODEL_INIT_KEYS, *REFUSED, *RENAMED, "use_peft"}
 
 
 def _flat_key(key: str) -> str:
     """A command-line key as grae spells it: ``learning_rate`` → ``trl.learning_rate`` (a GRPOConfig
-    field given flat, as TRL's own scripts take it), ``model_name_or_path`` → ``model``."""
+    field given flat, as TRL's own scripts take it)."""
     head = key.split(".")[0].replace("-", "_")
     grae_keys = {f.name for f in dataclasses.fields(TrainConfig)}
     if head in grae_keys:
@@ -200,27 +219,31 @@ def _flat_key(key: str) -> str:
             raise ConfigError(f"{key}: ambiguous, both a grae key and a trl.GRPOConfig field; "
                               f"write --{head} for grae's or --trl.{head} for TRL's")
         return key
-    if key in TRL_RECIPE_KEYS:
-        return TRL_RECIPE_KEYS[key]
     if head in trl_fields():
         return f"trl.{key.replace('-', '_')}"
     return key
 
 
 def flat_trl_keys(raw: dict, where: str) -> dict:
-    """Move top-level GRPOConfig fields (a TRL recipe YAML) under ``trl`` and map TRL's model and
-    LoRA keys to grae's. As in TRL, ``lora_*`` keys count only with ``use_peft: true``, whose LoRA
-    defaults are TRL's ``ModelConfig`` ones (r 16, lora_alpha 32, lora_dropout 0.05)."""
-    use_peft = raw.pop("use_peft", None)
-    if use_peft is not None and not isinstance(use_peft, bool):
-        raise ConfigError(f"{where}: use_peft: expected true or false, got {use_peft!r}")
-    targets = {key: _flat_key(key) for key in raw if use_peft or not (key.startswith("lora_") and key in TRL_RECIPE_KEYS)}
+    """Move top-level GRPOConfig fields (a TRL recipe YAML) under ``trl`` and map the ``trl grpo`` script's
+    own keys to grae's (:func:`grae.train.trl_recipe.recipe_assignments`: model, dataset, model loading,
+    LoRA — ``lora_*`` count only with ``use_peft: true``, from TRL's ``ModelConfig`` defaults)."""
+    raw = dict(raw)
+    try:
+        recipe = recipe_assignments(raw)
+    except RecipeError as err:
+        raise ConfigError(f"{err} ({where})") from None
+    targets = {key: _flat_key(key) for key in raw}
     out = {key: raw[key] for key, target in targets.items() if key == target}
     for key, target in targets.items():
         if key != target:
             set_dotted(out, target, raw[key])
-    if use_peft:
-        out["peft"] = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, **(out.get("peft") or {})}
+    for key, value in recipe.items():
+        if key == "peft" and isinstance(out.get("peft"), dict):  # grae's own peft section wins over use_peft's defaults
+            value = {**value, **out["peft"]}
+        if key == "task.train_size" and "train_size" in (out.get("task") or {}):
+            continue  # the whole split only where no size is given
+        set_dotted(out, key, value)
     return out
 
 
@@ -321,7 +344,7 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"sampling: dynamic sampling and prompt selection do not supply estimator context yet, and "
                           f"estimator {cfg.estimator!r} requires {', '.join(requires)}; set sampling.dynamic false and "
                           "sampling.selection uniform, or choose an estimator that needs only rewards")
-    funcs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
+    funcs = reward_specs(cfg)
     if "answer_id" in getattr(estimator, "requires", ()) and "task" not in funcs:
         raise ConfigError(f"estimator: {cfg.estimator!r} needs each completion's parsed answer (context answer_id), which "
                           "grae train takes from the task's verifier; add 'task' to reward_funcs")
@@ -347,7 +370,7 @@ def validate(cfg: TrainConfig) -> None:
     for name, seed in [("seed", cfg.seed), ("eval.seed", cfg.eval.seed)]:
         if not 0 <= seed < 2**32:  # numpy's and CUDA's seeds are 32-bit
             raise ConfigError(f"{name}: must be in [0, 2**32), got {seed}")
-    from grae.data import get_task
+    from grae.data import RowsTask, get_task
     from grae.data.fields import DataFormatError
 
     try:
@@ -368,7 +391,10 @@ def validate(cfg: TrainConfig) -> None:
     if isinstance(task, VisualTask) and cfg.sampling.active:  # the one GraeTrainer path that cannot carry images
         raise ConfigError(f"sampling: dynamic sampling and prompt selection do not carry images yet (task "
                           f"{cfg.task.name!r} is visual); set sampling.dynamic false and sampling.selection uniform")
-    if cfg.task.train_size < 1:
+    if cfg.task.train_size is None and not isinstance(task, RowsTask):
+        raise ConfigError(f"task.train_size: null (the whole training split) needs a dataset task; {cfg.task.name!r} "
+                          "generates problems without end: give a number, e.g. 10000")
+    if cfg.task.train_size is not None and cfg.task.train_size < 1:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
         raise ConfigError(f"eval: n and num_problems must be >= 1, got n={cfg.eval.n}, num_problems={cfg.eval.num_problems}")
@@ -389,6 +415,13 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"model: {cfg.model!r} does not exist "
                           "(a local directory, a hub id org/name, or a preset: tiny, tiny-vlm, smollm2)")
     cfg.trl = check_trl(cfg.trl)
+    from grae.train.trl_recipe import check_model_init_kwargs
+
+    try:
+        check_model_init_kwargs(cfg.trl.get("model_init_kwargs"))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    resolve_rewards(cfg)  # imports them now: an unknown name fails here, not after the data loads
     if cfg.trl.get("temperature", 0) > MAX_TEMPERATURE:
         raise ConfigError(f"trl.temperature: must be in (0, {MAX_TEMPERATURE:g}] (above, every token is about equally "
                           f"likely), got {cfg.trl['temperature']}")
@@ -398,7 +431,7 @@ def validate(cfg: TrainConfig) -> None:
                           "diverges or collapses (the tiny recipe trains at 2e-5); lower it, or force it with "
                           "--allow_large_learning_rate")
     prompts_per_step = args.generation_batch_size // args.num_generations
-    if cfg.task.train_size < prompts_per_step:
+    if cfg.task.train_size is not None and cfg.task.train_size < prompts_per_step:
         raise ConfigError(f"task.train_size: {cfg.task.train_size} prompts, but one generation batch takes {prompts_per_step} "
                           f"(per_device_train_batch_size {args.per_device_train_batch_size} × steps_per_generation "
                           f"{args.steps_per_generation} / num_generations {args.num_generations}); raise task.train_size")
@@ -419,6 +452,27 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.sampling.dynamic and args.num_generations < 2:
         raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
                           "a group of one has no reward variance")
+
+
+def reward_specs(cfg: TrainConfig) -> list:
+    """``reward_funcs`` as a list (one string is a list of one)."""
+    return [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
+
+
+def resolve_rewards(cfg: TrainConfig, task: Any = None) -> list:
+    """The reward callables of ``reward_funcs``: ``"task"`` is ``task.reward_fn()`` (None while only validating),
+    the rest TRL names or dotted paths (:func:`grae.train.trl_rewards.resolve_reward`); errors name the key."""
+    from grae.train.trl_rewards import resolve_reward
+
+    specs = reward_specs(cfg)
+    if not specs:
+        raise ConfigError('reward_funcs: empty; list "task" (the task\'s verifier), TRL\'s accuracy_reward, or '
+                          "module:function paths")
+    try:
+        return [(task.reward_fn() if task is not None else None) if spec == "task" else resolve_reward(spec)
+                for spec in specs]
+    except ValueError as err:
+        raise ConfigError(f"reward_funcs: {err}") from None
 
 
 #: LoRA's numeric fields: (key, type, check, rule)
@@ -460,6 +514,7 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
         save_total_limit=2, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
     )
     kwargs.update(given)
+    kwargs.pop("model_init_kwargs", None)  # grae loads the model itself, with them (grae.train.trl_recipe.model_load_kwargs)
     kwargs.update(output_dir=output_dir, max_steps=cfg.max_steps, seed=cfg.seed, save_steps=cfg.save_steps)
     for key, (ok, rule) in TRL_RANGES.items():
         if kwargs.get(key) is not None and not ok(kwargs[key]):
@@ -472,7 +527,10 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
     try:
         return GRPOConfig(**kwargs)
     except (ValueError, TypeError, ZeroDivisionError, AssertionError, OverflowError) as err:
-        raise ConfigError(f"trl: {err}") from None
+        hint = ("; make per_device_train_batch_size x steps_per_generation (default: gradient_accumulation_steps) a "
+                "multiple of num_generations, or lower num_generations" if "divisible by num_generations" in str(err)
+                else "")
+        raise ConfigError(f"trl: {str(err).rstrip('.') if hint else err}{hint}") from None
 
 
 #: ranges of GRPOConfig's numeric fields that TRL itself does not check (or checks only after the model loads)

@@ -36,10 +36,11 @@ from pathlib import Path
 
 from grae.engines.divergence import DivergenceError
 from grae.eval.identity import model_identity, trained_identity
-from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, to_dict
+from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, resolve_rewards, to_dict
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
+from grae.train.trl_recipe import model_load_kwargs, processor_load_kwargs
 
 __all__ = ["INTERRUPTED_EXIT", "DiskFullError", "DivergenceError", "RunResult", "evaluate_heldout", "run_train"]
 
@@ -75,7 +76,6 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.data import get_task
     from grae.engines.trl import GraeTrainer
     from grae.presets import resolve_model
-    from grae.rewards.dotted import load_reward_function
     from grae.train.callbacks import (
         CompletionBudget,
         GracefulInterrupt,
@@ -103,13 +103,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     except ValueError as err:
         raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
-    try:
-        specs = [cfg.reward_funcs] if isinstance(cfg.reward_funcs, str) else list(cfg.reward_funcs)
-        reward_funcs = [task.reward_fn() if spec == "task" else load_reward_function(spec) for spec in specs]
-    except ValueError as err:
-        raise ConfigError(f"reward_funcs: {err}") from None
-    if not reward_funcs:
-        raise ConfigError('reward_funcs: empty; list "task" (the task\'s verifier) or module:function paths')
+    reward_funcs = resolve_rewards(cfg, task)
     try:
         model_path = resolve_model(cfg.model)
     except RuntimeError as err:
@@ -123,12 +117,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     dataset = task.to_hf_dataset(train_examples)
 
     # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
-    if is_vision_language(AutoConfig.from_pretrained(model_path)):
-        processing = AutoProcessor.from_pretrained(model_path)
-        model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
+    # with trl.model_init_kwargs (dtype, attn_implementation, revision) and trust_remote_code, as TRL loads a model id
+    load, aux = model_load_kwargs(cfg.trl), processor_load_kwargs(cfg.trl)
+    if is_vision_language(AutoConfig.from_pretrained(model_path, **aux)):
+        processing = AutoProcessor.from_pretrained(model_path, **aux)
+        model = AutoModelForImageTextToText.from_pretrained(model_path, **load)
     else:
-        processing = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        processing = AutoTokenizer.from_pretrained(model_path, **aux)
+        model = AutoModelForCausalLM.from_pretrained(model_path, **load)
 
     def newest() -> str | None:
         return latest_complete_checkpoint(str(checkpoints), run_id)
