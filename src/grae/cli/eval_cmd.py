@@ -46,6 +46,13 @@ def plain_progress(name: str, total: int, emit, every_s: float = 10.0, clock=Non
     return update
 
 
+def interactive() -> bool:
+    """Whether a question can be asked: stdin is a terminal."""
+    import sys
+
+    return sys.stdin.isatty()
+
+
 def _parse_params(values: list[str]) -> dict:
     import yaml
 
@@ -124,6 +131,8 @@ def register(app: typer.Typer) -> None:
         exact_max_candidates: int | None = typer.Option(None, "--exact-max-candidates",
                                                         help="--exact: refuse a task with more candidate answers per "
                                                              "problem \\[default: 20000]."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Run even when the cost said before sampling is above an hour "
+                                 "on a CPU (otherwise asked at a terminal, refused elsewhere)."),
     ) -> None:
         """Sample N completions per problem, verify each, write JSONL rows and pass@k (resumable)."""
         from contextlib import contextmanager
@@ -196,6 +205,19 @@ def register(app: typer.Typer) -> None:
             console.print(f"{escape(name)}: {result.counts.num_problems} problems × {n}; {result.num_generated} new samples"
                           f"{f' ({rate:.1f}/s)' if rate else ''}, {result.num_resumed} already on disk")
 
+        def confirm(estimate) -> None:
+            """The cost, before the first sample; above an hour on a CPU without --yes: asked at a terminal,
+            refused in one line elsewhere (and on a "no")."""
+            from grae.eval.cost import refusal
+
+            console.print(estimate.line(), markup=False, highlight=False, soft_wrap=True)
+            why = refusal(estimate, yes=yes)
+            if why is None:
+                return
+            if interactive() and typer.confirm(f"{why.split(';')[0]}; run it?", default=False):
+                return
+            raise EvalError(why, exit_code=2)
+
         try:  # Ctrl-C: every finished batch is on disk (fsync'd), so the same command resumes
             done = evaluate_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                   num_problems=num_problems, output=output, batch_size=batch_size, seed=seed,
@@ -203,7 +225,7 @@ def register(app: typer.Typer) -> None:
                                   device=device, dtype=dtype, overwrite=overwrite, exact=exact, vllm_options=vllm_options,
                                   exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates,
                                   log=lambda line: console.print(line, markup=False), on_start=announce,
-                                  progress=progress, on_task=finished)
+                                  progress=progress, on_task=finished, confirm=confirm)
         except EvalError as err:
             error(console, "error:", err)
             raise typer.Exit(err.exit_code) from None

@@ -28,6 +28,7 @@ from grae.io import atomic_write_json
 
 from . import runner
 from .backends import MAX_TEMPERATURE
+from .cost import CostEstimate
 from .records import RecordsError, file_stem
 from .runner import EvalResult
 
@@ -283,10 +284,13 @@ def run_plan(
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
     vllm_options: dict[str, Any] | None = None,
     log: Callable[[str], None] = print,
+    confirm: Callable[[CostEstimate], None] | None = None,
 ) -> TasksResult:
     """Sample every planned task (one model load for all), resuming rows on disk; write each task's
-    summary, the combined ``summary.json`` and ``passk.png``. A Ctrl-C (KeyboardInterrupt) leaves every
-    finished batch on disk: the same call resumes."""
+    summary, the combined ``summary.json`` and ``passk.png``. ``confirm(estimate)``, when given, hears what
+    the sampling will cost (:mod:`grae.eval.cost`, after a warm-up call) before the first sample, and may
+    raise :class:`EvalError` to stop. A Ctrl-C (KeyboardInterrupt) leaves every finished batch on disk: the
+    same call resumes."""
     from .backends import ModelLoadError, SamplingSettings, make_sampler
     from .report import plot_passk_curves
     from .tasks import default_max_tokens, load_examples
@@ -297,18 +301,21 @@ def run_plan(
     combined.update(model=plan.model, identity=plan.identity, label=plan.label, backend=plan.backend)
     combined["tasks"] = {name: summary for name, summary in combined.get("tasks", {}).items()
                          if summary.get("identity") == plan.identity}  # other weights' tasks were replaced
-    sampler = None
-    for planned in plan.tasks:
+
+    def settings_of(task) -> SamplingSettings:
+        return SamplingSettings(plan.temperature, plan.top_p, plan.max_tokens or default_max_tokens(task))
+
+    try:  # every task's problems, then one model load for all
+        loaded = [(planned, load_examples(planned.task, num_problems)) for planned in plan.tasks]
+        sampler = make_sampler(plan.model, settings_of(plan.tasks[0].task), backend=plan.backend, device=device,
+                               dtype=dtype, vllm_options=vllm_options)
+    except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
+        raise EvalError(err, exit_code=1) from err
+    if confirm is not None and not plan.exact:
+        confirm(estimate_cost(plan, loaded, sampler))
+    for planned, examples in loaded:
         task = planned.task
-        settings = SamplingSettings(plan.temperature, plan.top_p, plan.max_tokens or default_max_tokens(task))
-        try:
-            examples = load_examples(task, num_problems)
-            if sampler is None:  # one model load for all tasks
-                sampler = make_sampler(plan.model, settings, backend=plan.backend, device=device, dtype=dtype,
-                                       vllm_options=vllm_options)
-            sampler.settings = settings
-        except (ModelLoadError, RuntimeError, ValueError, KeyError) as err:
-            raise EvalError(err, exit_code=1) from err
+        sampler.settings = settings_of(task)
         name = planned.name
         stem = file_stem(name)
         if plan.exact:
@@ -342,6 +349,45 @@ def run_plan(
                                        title=f"{plan.label} ({'exact' if plan.exact else f'n={n}'}, T={plan.temperature})",
                                        intervals={name: r.intervals for name, r in out.results.items()})
     return out
+
+
+def estimate_cost(plan: EvalPlan, loaded: list[tuple[PlannedTask, list[dict[str, Any]]]], sampler: Any) -> CostEstimate:
+    """What sampling ``loaded`` (each planned task with its problems) will cost with ``sampler``: the samples
+    not yet on disk, their token budget and generate calls, timed by one warm-up call on the hf backend
+    (:func:`grae.eval.cost.measure_decoding`; not for vLLM or images)."""
+    import torch
+
+    from .cost import TaskCost, measure_decoding
+    from .tasks import default_max_tokens
+
+    shares = []
+    for planned, examples in loaded:
+        ids = [str(example["question_id"]) for example in examples]
+        try:
+            on_disk = sum(1 for _, gid in runner.rows_done(plan.rows_path(planned), ids) if gid < plan.n)
+        except RecordsError as err:
+            raise EvalError(err, exit_code=1) from err
+        total = len(examples) * plan.n
+        calls = math.ceil(runner.count_calls(len(examples), plan.n, plan.batch_size) * (total - on_disk) / total)
+        shares.append(TaskCost(planned.name, len(examples), plan.n, total - on_disk,
+                               plan.max_tokens or default_max_tokens(planned.task), calls))
+    weights = getattr(sampler, "model", None)
+    device = next(weights.parameters()).device.type if hasattr(weights, "parameters") else "cuda"
+    cost = CostEstimate(shares, plan.backend, device, plan.batch_size, torch.get_num_threads())
+    todo = [(examples, share) for (_, examples), share in zip(loaded, shares) if share.samples]
+    if not todo:
+        cost.notes.append("nothing left to draw")
+    elif any(example.get("image") is not None for example in todo[0][0]):
+        cost.notes.append("a visual task: no warm-up")
+    else:
+        examples = todo[0][0]
+        sequences = plan.batch_size if plan.n >= plan.batch_size else min(plan.batch_size // plan.n, len(examples)) * plan.n
+        measured = measure_decoding(sampler, sampler.render(examples[0]["prompt"]), sequences)
+        if measured is None:
+            cost.notes.append(f"{plan.backend}: no warm-up")
+        else:
+            cost.prefill_s, cost.step_s, cost.warmup_steps = measured
+    return cost
 
 
 def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: list[dict[str, Any]], rows_path: Path,
@@ -408,6 +454,7 @@ def evaluate_tasks(
     progress: ProgressFactory | None = None,
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
     vllm_options: dict[str, Any] | None = None,
+    confirm: Callable[[CostEstimate], None] | None = None,
 ) -> TasksResult:
     """Evaluate ``model`` on ``tasks`` (``grae eval``; entries as in :mod:`grae.eval.tasks`) into ``output``
     [default: ``eval/<label>``] and return the results per task.
@@ -428,7 +475,9 @@ def evaluate_tasks(
             memory budget; ``exact_max_candidates``: answers per problem above which it refuses (None: the
             defaults of :mod:`grae.eval.exact`).
         log: informational lines; ``on_start(plan)``: once, after the checks, before the model loads;
-            ``progress``: see :data:`ProgressFactory`; ``on_task(name, result, summary)``: after each task.
+            ``progress``: see :data:`ProgressFactory`; ``on_task(name, result, summary)``: after each task;
+            ``confirm(estimate)``: before the first sample, the cost (:mod:`grae.eval.cost`); it may raise
+            :class:`EvalError` to stop (``grae eval`` does so on a CPU above an hour without ``--yes``).
 
     Raises:
         EvalError: ``exit_code`` 2 when refused before anything changed (bad settings, unknown task,
@@ -443,4 +492,4 @@ def evaluate_tasks(
     if on_start is not None:
         on_start(plan)
     return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task,
-                    vllm_options=vllm_options, log=log)
+                    vllm_options=vllm_options, log=log, confirm=confirm)

@@ -51,6 +51,24 @@ def plan_calls(num_examples: int, n: int, batch_size: int) -> list[list[Unit]]:
             for first in range(0, num_examples, per_call)]
 
 
+def count_calls(num_examples: int, n: int, batch_size: int) -> int:
+    """``len(plan_calls(num_examples, n, batch_size))`` without building the calls."""
+    if n >= batch_size:
+        return num_examples * -(-n // batch_size)
+    return -(-num_examples // (batch_size // n))
+
+
+def rows_done(output_path: str | Path, question_ids: Sequence[str]) -> set[tuple[str, int]]:
+    """The ``(question_id, generation_id)`` pairs of these problems already in the rows file (none when it
+    does not exist); a partly written last row does not count."""
+    output_path = Path(output_path)
+    if not output_path.exists():
+        return set()
+    wanted = set(question_ids)
+    return {(str(row["question_id"]), row["generation_id"]) for row in iter_rows(output_path)
+            if str(row.get("question_id")) in wanted and isinstance(row.get("generation_id"), int)}
+
+
 def call_seed(seed: int, question_id: str, start: int) -> int:
     """A 31-bit seed determined by ``(seed, question_id, start)`` (stable across processes and platforms)."""
     digest = hashlib.sha256(f"{seed}\x00{question_id}\x00{start}".encode()).digest()
@@ -251,12 +269,8 @@ def run_samples(
     if output_path is not None:
         output_path = Path(output_path)
         _check_resume(output_path, settings)
-        if output_path.exists():
-            repair_tail(output_path)
-            wanted = set(question_ids)
-            for row in iter_rows(output_path):
-                if str(row.get("question_id")) in wanted and isinstance(row.get("generation_id"), int):
-                    done.add((str(row["question_id"]), row["generation_id"]))
+        repair_tail(output_path)
+        done = rows_done(output_path, question_ids)
         writer = RowWriter(output_path)
     num_resumed = len({pair for pair in done if pair[1] < n})
     total = len(examples) * n
