@@ -223,6 +223,9 @@ def test_model_keys_and_their_refusals(tmp_path):
 
     loaded = AutoModelForCausalLM.from_pretrained(build_random_tiny(str(tmp_path / "tiny")), **model_load_kwargs(cfg.trl))
     assert next(loaded.parameters()).dtype == __import__("torch").bfloat16 and loaded.config._attn_implementation == "eager"
+    for typo, meant in [("torch_dtyp", "torch_dtype"), ("dataset_nme", "dataset_name"), ("learnng_rate", "trl.learning_rate")]:
+        with pytest.raises(ConfigError, match=rf"^{typo}: unknown key\. Did you mean '{meant}'\?"):  # not trl.torch_compile
+            load_config(None, {typo: "x"})
     no_peft = load_config(None, {"lora_r": 8})  # as in TRL, lora_* without use_peft train no adapter
     assert no_peft.peft is None
     sized = load_config(None, {"dataset_name": "org/data", "task.train_size": 50})  # a given size is kept

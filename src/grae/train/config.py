@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from grae.engines.rollouts import RolloutOptions
 from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
 from grae.train.trl_recipe import (
@@ -133,6 +134,13 @@ class TrainConfig:
     allow_large_learning_rate: bool = False
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    #: how rollouts are decoded on TRL's plain generate path (not vLLM): {grae_decoding: true, share_prefill: true,
+    #: rows_leave: true} (grae.engines.rollouts.RolloutOptions). grae_decoding: grae's sampling loop
+    #: (grae.eval.decode: grouped-query decoding, top-k nucleus) instead of TRL's model.generate, drawing the same
+    #: tokens for the same seed; share_prefill: each prompt computed once for its num_generations copies, in the
+    #: rollouts' prefill and in the loss's forward and backward (grae.engines.trl.prompt_forward: same log-probs);
+    #: rows_leave: rows that have ended leave the batch. Neither changes a token; false turns each off
+    rollouts: RolloutOptions = field(default_factory=RolloutOptions)
     #: train a LoRA adapter instead of the full model: ``peft.LoraConfig`` keyword arguments (``{r: 16,
     #: lora_alpha: 32, target_modules: all-linear}``), passed to TRL as ``peft_config``; None = full fine-tune.
     #: ``final/`` then holds the adapter. Pushing to the hub is TRL's: ``trl: {push_to_hub: true, hub_model_id: …}``
@@ -266,9 +274,10 @@ def from_dict(cls: type, raw: dict, prefix: str) -> Any:
     kwargs = {}
     for key, value in raw.items():
         if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            if not close and not prefix:  # a flat TRL key with a typo
-                close = [f"trl.{c}" for c in difflib.get_close_matches(key, trl_fields(), n=1)]
+            pool = {c: c for c in fields}
+            if not prefix:  # at the top level also a flat GRPOConfig field or a trl grpo script key, closest first
+                pool = {**{c: f"trl.{c}" for c in trl_fields()}, **{c: c for c in _RECIPE_ONLY}, **pool}
+            close = [pool[c] for c in difflib.get_close_matches(key, pool, n=1)]
             hint = f" Did you mean {close[0]!r}?" if close else ""
             also = "; any trl.GRPOConfig field too (grae train --help lists every key)" if not prefix else ""
             raise ConfigError(f"{prefix}{key}: unknown key.{hint} Valid keys: {', '.join(fields)}{also}")
