@@ -27,7 +27,6 @@ from typing import Any
 
 import yaml
 
-from grae.engines.rollouts import RolloutOptions
 from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
 from grae.train.trl_recipe import (
@@ -134,13 +133,6 @@ class TrainConfig:
     allow_large_learning_rate: bool = False
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    #: how rollouts are decoded on TRL's plain generate path (not vLLM): {grae_decoding: true, share_prefill: true,
-    #: rows_leave: true} (grae.engines.rollouts.RolloutOptions). grae_decoding: grae's sampling loop
-    #: (grae.eval.decode: grouped-query decoding, top-k nucleus) instead of TRL's model.generate, drawing the same
-    #: tokens for the same seed; share_prefill: each prompt computed once for its num_generations copies, in the
-    #: rollouts' prefill and in the loss's forward and backward (grae.engines.trl.prompt_forward: same log-probs);
-    #: rows_leave: rows that have ended leave the batch. Neither changes a token; false turns each off
-    rollouts: RolloutOptions = field(default_factory=RolloutOptions)
     #: train a LoRA adapter instead of the full model: ``peft.LoraConfig`` keyword arguments (``{r: 16,
     #: lora_alpha: 32, target_modules: all-linear}``), passed to TRL as ``peft_config``; None = full fine-tune.
     #: ``final/`` then holds the adapter. Pushing to the hub is TRL's: ``trl: {push_to_hub: true, hub_model_id: …}``
