@@ -65,7 +65,13 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1) from None
             if seconds:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
-        report = write_compare_report(cfg)
+        from grae.compare.rule import RuleError
+
+        try:
+            report = write_compare_report(cfg)
+        except RuleError as err:
+            error(console, "error:", err)
+            raise typer.Exit(1) from None
         console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -88,7 +94,13 @@ def _rerender(summary: str, report_only: bool, output: str | None) -> None:
     except ValueError as err:
         error(console, "error:", err)
         raise typer.Exit(2) from None
+    from grae.compare.rule import RuleError
+
     out = Path(output) if output else Path(summary).parent
     check_writable(console, out, "--output")
-    report = render(results, out)
+    try:
+        report = render(results, out)
+    except RuleError as err:
+        error(console, "error:", err)
+        raise typer.Exit(1) from None
     console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)

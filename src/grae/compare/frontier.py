@@ -228,13 +228,16 @@ def frontier_points(results: StudyResults, k: int | None = None,
     return points, k, base
 
 
-def above_frontier(point: tuple[float, float], path: Sequence[tuple[float, float]]) -> float | None:
+def above_frontier(point: tuple[float, float], path: Sequence[tuple[float, float]], *,
+                   extend: bool = False) -> float | None:
     """Vertical distance (pass@k_max points) of ``point`` = (pass@1, pass@k_max) above the piecewise-linear
-    ``path`` at the same pass@1; None where the path does not reach that pass@1. Positive: above the
-    frontier (better at large k than early-stopping the baseline at equal pass@1)."""
+    ``path`` at the same pass@1; None where the path does not reach that pass@1, or with ``extend`` the
+    distance above the path's nearest end point there (a point beyond the frontier's last pass@1 is
+    compared with its last point). Positive: above the frontier (better at large k than early-stopping
+    the baseline at equal pass@1)."""
     pts = sorted(path)
     xs = [p[0] for p in pts]
-    if not pts or not xs[0] <= point[0] <= xs[-1]:
+    if not pts or not (extend or xs[0] <= point[0] <= xs[-1]):
         return None
     return float(point[1] - np.interp(point[0], xs, [p[1] for p in pts]))
 

@@ -20,6 +20,7 @@ Example (``studies/*.yaml``)::
     paired_against: [base, oracle]    # optional: fixed references paired per problem (oracle: needs eval.exact)
     selected_by: studies/pilot.yaml   # optional: the selecting study (or its seeds); overlapping seeds are refused
     verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
+    rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rule)
 
 ``eval:`` (``{exact, num_problems, n}``, instead of ``frontier_eval``): compare evaluates every model of
 the study itself with these held-out settings — the base model (``<output_dir>/base/frontier.jsonl``),
@@ -70,6 +71,7 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "paired_against": ((str, list), "a reference name or a list of them"),
     "selected_by": ((list, str), "a list of seeds or the selecting study's config path"),
     "verdict": ((str,), "text"),
+    "rule": ((dict,), "a mapping {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}"),
 }
 KEYS = set(STUDY_SCHEMA)
 REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
@@ -122,6 +124,8 @@ class CompareConfig:
     selected_by: list[int] = field(default_factory=list)
     #: the study's conclusion, printed under "Verdict"; refused with fewer than MIN_VERDICT_SEEDS seeds
     verdict: str = ""
+    #: the per-arm decision rule (grae.compare.rule.check_rule: ``{"keeps_passk": {...}}``); None = no rule
+    rule: dict[str, Any] | None = None
     #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
     #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
     heldout: bool = True
@@ -255,6 +259,9 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                           "eval.enabled the same for every method, or give the study key eval: {n: N} to evaluate "
                           "every final model with the same settings")
     cfg.heldout = bool(cfg.eval) or True in evaluated
+    from grae.compare.rule import check_rule
+
+    cfg.rule = check_rule(raw.get("rule"), cfg)
     return cfg
 
 

@@ -98,9 +98,16 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         plot_differences(diffs, study.baseline, out / "passk_vs_baseline.png")
 
     allocation = update_allocation(results)
+    rule = None
+    if study.rule:  # the per-arm decision rule: its answer is the report's first line
+        from grae.compare.rule import answer_line, decide, outcome_json, rule_lines
+
+        outcome = decide(results)
+        rule = outcome_json(outcome, answer_line(outcome, study.baseline))
+        sections = rule_lines(outcome, study.baseline) + sections
     first = results.jobs[study.methods[0]][study.seeds[0]].final
     n_min = min(int(c.n.min()) for by_seed in finals.values() for c in by_seed.values())
-    lines = heading_lines(results)
+    lines = ([rule["answer"], ""] if rule else []) + heading_lines(results)
     lines += budget_lines(results, [
         f"- held-out: {first.num_problems} problems × "
         + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
@@ -137,7 +144,7 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         "holm": holm,
         "pilot": pilot_reason(len(study.seeds)),
         "update_allocation": allocation,
-        "baseline": study.baseline, "seeds": study.seeds}, results)
+        "baseline": study.baseline, "seeds": study.seeds, **({"rule": rule} if rule else {})}, results)
     return report
 
 

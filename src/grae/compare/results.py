@@ -148,7 +148,7 @@ def gather(cfg: CompareConfig) -> StudyResults:
                      frontier=list(cfg.frontier), paired_against=list(cfg.paired_against), heldout=cfg.heldout,
                      num_jobs=len(jobs), per_step=trl.get("per_device_train_batch_size", 8)
                      * trl.get("gradient_accumulation_steps", 1), group_size=int(trl.get("num_generations", 8)),
-                     rule=getattr(cfg, "rule", None))
+                     rule=cfg.rule)
     base_rows = {name: _rows(cfg.output_dir / "base" / name) for name in BASE_FILES}
     base_files = {name: _counts(rows) for name, rows in base_rows.items() if rows is not None}
     results = StudyResults(info, {}, base_files, invocations=read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True))

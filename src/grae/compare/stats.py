@@ -66,22 +66,29 @@ def stack_passk(per_seed: Sequence[ProblemCounts], ks: Sequence[int]) -> tuple[n
     return np.stack([per_problem_passk(c.subset(shared), ks) for c in per_seed]), shared
 
 
-def crossed_variance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``values[seeds, problems, ks]`` → (V, Satterthwaite ν) per k for the grand mean (module docstring)."""
+def mean_squares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``values[seeds, problems, ks]`` (S, P ≥ 2) → (MS_seed, MS_problem, MS_resid) per k: P·Var(seed
+    means), S·Var(problem means) and the interaction mean square (module docstring)."""
     n_seeds, n_problems, _ = values.shape
     seed_means = values.mean(axis=1)  # [S, K]
     problem_means = values.mean(axis=0)  # [P, K]
-    if n_seeds == 1 or n_problems == 1:  # one-way: only one source can be estimated
-        means, n = (problem_means, n_problems) if n_seeds == 1 else (seed_means, n_seeds)
-        if n == 1:
-            return np.zeros(values.shape[2]), np.full(values.shape[2], np.inf)
-        return means.var(axis=0, ddof=1) / n, np.full(values.shape[2], n - 1.0)
     grand = values.mean(axis=(0, 1))
     resid = values - seed_means[:, None, :] - problem_means[None, :, :] + grand  # [S, P, K]
     ms_seed = n_problems * seed_means.var(axis=0, ddof=1)
     ms_problem = n_seeds * problem_means.var(axis=0, ddof=1)
+    return ms_seed, ms_problem, (resid ** 2).sum(axis=(0, 1)) / ((n_seeds - 1) * (n_problems - 1))
+
+
+def crossed_variance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values[seeds, problems, ks]`` → (V, Satterthwaite ν) per k for the grand mean (module docstring)."""
+    n_seeds, n_problems, _ = values.shape
+    if n_seeds == 1 or n_problems == 1:  # one-way: only one source can be estimated
+        means, n = (values.mean(axis=0), n_problems) if n_seeds == 1 else (values.mean(axis=1), n_seeds)
+        if n == 1:
+            return np.zeros(values.shape[2]), np.full(values.shape[2], np.inf)
+        return means.var(axis=0, ddof=1) / n, np.full(values.shape[2], n - 1.0)
+    ms_seed, ms_problem, ms_resid = mean_squares(values)
     df_resid = (n_seeds - 1) * (n_problems - 1)
-    ms_resid = (resid ** 2).sum(axis=(0, 1)) / df_resid
     cells = n_seeds * n_problems
     unbiased = (ms_seed + ms_problem - ms_resid) / cells
     variance = np.maximum(unbiased, np.minimum(ms_seed, ms_problem) / cells)  # floor: module docstring
@@ -90,6 +97,23 @@ def crossed_variance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where(denominator > 0, numerator / denominator, np.inf)
     return variance, np.clip(dof, 1.0, None)
+
+
+def variance_components(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``values[seeds, problems, ks]`` → the seed, problem and interaction variances (σ²_a, σ²_b, σ²_e) of
+    x[s, p] = μ + a_s + b_p + e_sp per k, each floored at 0: E[MS_seed] = σ²_e + P·σ²_a,
+    E[MS_problem] = σ²_e + S·σ²_b, E[MS_resid] = σ²_e, so the grand mean's variance at S seeds and P
+    problems is σ²_a/S + σ²_b/P + σ²_e/(S·P). One seed (or one problem) puts the whole one-way variance
+    in the problem (seed) part."""
+    n_seeds, n_problems, n_ks = values.shape
+    if n_seeds == 1 or n_problems == 1:
+        zero = np.zeros(n_ks)
+        means, n = (values.mean(axis=0), n_problems) if n_seeds == 1 else (values.mean(axis=1), n_seeds)
+        part = means.var(axis=0, ddof=1) if n > 1 else zero
+        return (zero, part, zero) if n_seeds == 1 else (part, zero, zero)
+    ms_seed, ms_problem, ms_resid = mean_squares(values)
+    return (np.maximum(ms_seed - ms_resid, 0) / n_problems, np.maximum(ms_problem - ms_resid, 0) / n_seeds,
+            np.maximum(ms_resid, 0))
 
 
 def crossed_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
@@ -155,6 +179,22 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def holm_levels(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
+    """Per test, in the input order, the α of its Holm step: α/(m − j) for the test ranked j (0-based, by
+    p) while Holm rejects (p below it), and from the first test it does not reject on, that test's α for
+    every later one. So a test is rejected exactly when its p is below its step's α."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    levels = [alpha] * m
+    step_alpha, stopped = alpha, False
+    for rank, i in enumerate(order):
+        if not stopped:
+            step_alpha = alpha / (m - rank)
+            stopped = p_values[i] >= step_alpha
+        levels[i] = step_alpha
+    return levels
+
+
 def holm_intervals(differences: dict[str, np.ndarray], ks: Sequence[int], level: float = 0.95,
                    ) -> dict[str, dict[int, Interval]]:
     """Per arm and k: the crossed interval of the arm's ``[seeds, problems, ks]`` differences at its Holm
@@ -162,23 +202,17 @@ def holm_intervals(differences: dict[str, np.ndarray], ks: Sequence[int], level:
 
     Two-sided p = 2 × the one-sided t probability of the other sign. The arm of rank j (by p) gets level
     1 − α/(m − j + 1) while Holm still rejects; from the first arm it does not reject on, every arm gets
-    that arm's level. So an interval excludes 0 exactly when its adjusted p is below α = 1 − level."""
-    alpha = 1 - level
+    that arm's level (:func:`holm_levels`). So an interval excludes 0 exactly when its adjusted p is below
+    α = 1 − level."""
     arms = list(differences)
     out: dict[str, dict[int, Interval]] = {a: {} for a in arms}
     for index, k in enumerate(int(k) for k in ks):
         plain = {a: crossed_interval(differences[a][:, :, index:index + 1], level)[0] for a in arms}
         p_two = [min(1.0, 2 * plain[a].p_opposite) for a in arms]
-        adjusted = holm(p_two)
-        order = sorted(range(len(arms)), key=lambda i: p_two[i])
-        step_alpha, stopped = alpha, False
-        for rank, i in enumerate(order):
-            if not stopped:
-                step_alpha = alpha / (len(arms) - rank)
-                stopped = p_two[i] >= step_alpha
-            (iv,) = crossed_interval(differences[arms[i]][:, :, index:index + 1], 1 - step_alpha)
-            iv.p_holm = adjusted[i]
-            out[arms[i]][k] = iv
+        for a, step_alpha, adjusted in zip(arms, holm_levels(p_two, 1 - level), holm(p_two)):
+            (iv,) = crossed_interval(differences[a][:, :, index:index + 1], 1 - step_alpha)
+            iv.p_holm = adjusted
+            out[a][k] = iv
     return out
 
 

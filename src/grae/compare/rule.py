@@ -1,0 +1,317 @@
+"""A study's per-arm decision rule (study key ``rule:``; issue 37 §3), a pure function of its table.
+
+``rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}`` decides, for every
+trained arm other than the baseline, whether it **keeps pass@k** at the deciding k while staying near the
+baseline's pass@1 (margins in points):
+
+* d₁ = pass@1(arm) − pass@1(baseline), paired by seed on the same problems;
+* d₂ = pass@k(arm) − pass@k(base), each seed against the base model's pass@k on the same problem;
+* both are the report's crossed seeds × problems intervals (grae.compare.stats), at each arm's Holm level.
+
+Per arm an intersection-union test (Berger 1982): "keeps" claims d₁ > m₁ *and* d₂ > m₂, so its p-value
+is p_arm = max(p₁, p₂), each p the two-sided-equivalent t probability of its margin,
+p = min(1, 2·P(T_ν ≥ (mean − m)/se)), so that p < a exactly when the 1 − a interval's lower bound clears m.
+Holm's step-down (Holm 1979) runs over the arms on p_arm at family level α = 0.05
+(:func:`grae.compare.stats.holm_levels`); each arm's two intervals (and d₀ = pass@1(arm) − pass@1(base))
+are printed at its step's level 1 − a, so:
+
+* **keeps** ⇔ both lower bounds clear their margins (⇔ Holm rejects the arm's null) **and** the arm's final
+  point (pass@1, pass@k) lies above the baseline's checkpoint frontier at equal pass@1 (linear between the
+  frontier's points, the base model its 0 % point; an arm beyond the frontier's pass@1 range is compared
+  with its nearest end point);
+* **refuted** ⇔ an upper bound at the same level falls short (d₁'s below m₁ or d₂'s below m₂). An arm
+  Holm does not call "keeps" has level 1 − α/m′ (m′ = the arms left when Holm stops), so its two upper
+  bounds err together with probability ≤ α/m′, and the refuted calls together ≤ α given m′. A lower bound
+  above a margin and an upper bound below it cannot hold at once, so keeps and refuted exclude each other;
+* otherwise **inconclusive**, with the seeds (at the study's problems) or problems (at its seeds) that
+  would move the undecided bound past its margin if the mean and the variance components stayed as
+  measured (:func:`needed`).
+
+The report's first line (:func:`answer_line`) names the arms that keep pass@k while *raising* pass@1
+(d₀'s lower bound > 0), or says that none does; with fewer than the rule's ``min_seeds`` it says pilot,
+no verdict; with ``baseline_pass1_margin_vs_oracle`` set, a baseline whose pass@1 − format-only oracle
+95 % lower bound is at or below it did not learn, and the line says the testbed failed instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from grae.compare.stats import (
+    Interval,
+    crossed_interval,
+    crossed_variance,
+    holm,
+    holm_levels,
+    method_passk,
+    paired_differences,
+    variance_components,
+)
+
+if TYPE_CHECKING:
+    from grae.compare.grid import CompareConfig
+    from grae.compare.results import StudyResults
+
+class RuleError(ValueError):
+    """The study's rows cannot be read under its rule (no base rows, a k beyond them): one line."""
+
+
+#: family-wise level of the rule's Holm step-down
+ALPHA = 0.05
+#: the rule's keys: name → (required, what it takes)
+KEEPS_PASSK_KEYS = {
+    "k": (True, "the deciding k, a power of two (e.g. 16)"),
+    "pass1_margin_vs_baseline": (True, "points, e.g. -2: pass@1(arm) − pass@1(baseline) must stay above it"),
+    "passk_margin_vs_base": (True, "points, e.g. -1: pass@k(arm) − pass@k(base) must stay above it"),
+    "min_seeds": (False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)"),
+    "baseline_pass1_margin_vs_oracle": (False, "points, e.g. 3: the baseline must beat the format-only oracle's "
+                                               "pass@1 by more (95 % lower bound), or the testbed failed"),
+}
+
+
+def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
+    """The study's ``rule`` normalised (``{"keeps_passk": {...}}`` with ``min_seeds`` filled in), or None;
+    ConfigError naming the key and the fix otherwise."""
+    from grae.compare.grid import MIN_VERDICT_SEEDS
+    from grae.train.config import ConfigError
+
+    if value is None:
+        return None
+    example = "rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}"
+    if not isinstance(value, dict) or set(value) != {"keeps_passk"} or not isinstance(value["keeps_passk"], dict):
+        raise ConfigError(f"rule: expected {{keeps_passk: {{…}}}} (the one rule grae knows), got {value!r}; e.g. {example}")
+    spec = dict(value["keeps_passk"])
+    unknown = sorted(set(spec) - set(KEEPS_PASSK_KEYS))
+    if unknown:
+        raise ConfigError(f"rule.keeps_passk: unknown key(s) {unknown}; valid: {sorted(KEEPS_PASSK_KEYS)}")
+    for key, (required, what) in KEEPS_PASSK_KEYS.items():
+        if key not in spec:
+            if required:
+                raise ConfigError(f"rule.keeps_passk.{key}: missing ({what}); e.g. {example}")
+            continue
+        v = spec[key]
+        integer = key in ("k", "min_seeds")
+        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or (integer and v < 1) or (
+                key == "k" and v & (v - 1)) or not math.isfinite(v):
+            raise ConfigError(f"rule.keeps_passk.{key}: expected {what}, got {v!r}")
+    spec.setdefault("min_seeds", MIN_VERDICT_SEEDS)
+    if len(cfg.methods) < 2:
+        raise ConfigError("rule.keeps_passk: decides arms against the baseline; the study has no other method")
+    if not cfg.heldout:
+        raise ConfigError("rule.keeps_passk: reads held-out pass@k; a training-only study has none (add eval: {…})")
+    if not cfg.frontier:
+        raise ConfigError("rule.keeps_passk: needs the baseline's checkpoint frontier (an arm keeps only above it); "
+                          "give frontier: [0.25, 0.5, 0.75, 1.0]")
+    n = (cfg.eval or {}).get("n") or cfg.train_config(cfg.jobs()[0]).eval.n
+    if spec["k"] > n:
+        raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
+                          "raise eval.n")
+    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
+        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
+                          "exact rows; add eval: {exact: true}")
+    return {"keeps_passk": spec}
+
+
+@dataclass
+class ArmDecision:
+    """One arm under the rule (differences in fractions, not points)."""
+
+    arm: str
+    level: float  # the arm's Holm step level 1 − a of its intervals
+    p_arm: float  # intersection-union p: max(p₁, p₂)
+    p_holm: float  # Holm's adjusted p_arm over the arms
+    pass1_vs_baseline: Interval  # d₁
+    passk_vs_base: Interval  # d₂
+    pass1_vs_base: Interval  # d₀
+    point: tuple[float, float]  # the arm's final (pass@1, pass@k), means over seeds and problems
+    above: float | None  # pass@k above the baseline's frontier at the arm's pass@1; None: no frontier at k
+    decision: str  # "keeps", "refuted" or "inconclusive"
+    resolve: list[str] = field(default_factory=list)  # inconclusive: what would decide it
+
+    @property
+    def raises_pass1(self) -> bool:
+        return self.pass1_vs_base.lo > 0
+
+
+@dataclass
+class RuleOutcome:
+    k: int
+    margins: tuple[float, float]  # (m₁, m₂) in fractions
+    seeds: int
+    min_seeds: int
+    arms: list[ArmDecision]
+    baseline_vs_base: Interval  # the baseline's pass@k − base (95 %), printed beside the rule
+    baseline_vs_oracle: Interval | None  # the baseline's pass@1 − oracle (95 %), when the rule checks it
+    baseline_learned: bool
+
+
+def margin_p(values: np.ndarray, margin: float) -> float:
+    """Two-sided-equivalent t probability of ``values``' crossed mean lying above ``margin``:
+    min(1, 2·P(T_ν ≥ (mean − margin)/se)); below a exactly when the 1 − a interval's lower bound clears it."""
+    mean = float(values.mean())
+    variance, dof = crossed_variance(values[:, :, None])
+    se = math.sqrt(max(float(variance[0]), 0.0))
+    if se == 0:
+        return 0.0 if mean > margin else 1.0
+    return min(1.0, 2 * float(student_t.sf((mean - margin) / se, float(dof[0]))))
+
+
+def needed(values: np.ndarray, margin: float, level: float) -> str:
+    """What would move the undecided ``level`` interval of ``values[seeds, problems]`` past ``margin``: its
+    half-width must shrink to |mean − margin|. The variance at S′ seeds and P′ problems is taken as today's
+    scaled by (σ²_a/S′ + σ²_b/P′ + σ²_e/(S′P′)) / (σ²_a/S + σ²_b/P + σ²_e/(SP)) (the measured components,
+    grae.compare.stats.variance_components), at today's t quantile (so slightly more than needed)."""
+    n_seeds, n_problems = values.shape
+    mean = float(values.mean())
+    if mean == margin:
+        return "its mean lies on the margin: no sample size decides it"
+    variance, dof = crossed_variance(values[:, :, None])
+    quantile = float(student_t.ppf(0.5 + level / 2, float(dof[0])))
+    target = (abs(mean - margin) / quantile) ** 2  # the variance at which the bound reaches the margin
+    a, b, e = (float(x[0]) for x in variance_components(values[:, :, None]))
+    now = a / n_seeds + b / n_problems + e / (n_seeds * n_problems)
+    if now <= 0:  # every component estimated at 0 (the variance is its floor): count all of it as seed-level
+        a, b, e, now = float(variance[0]) * n_seeds, 0.0, 0.0, float(variance[0])
+    scale = float(variance[0]) / now
+    parts = []
+    room = target / scale - b / n_problems
+    parts.append(f"≈ {math.ceil((a + e / n_problems) / room):,} seeds at {n_problems:,} problems" if room > 0 else
+                 f"more seeds alone cannot (the problem part alone is wider at {n_problems:,} problems)")
+    room = target / scale - a / n_seeds
+    parts.append(f"≈ {math.ceil((b + e / n_seeds) / room):,} problems at {n_seeds} seeds" if room > 0 else
+                 f"more problems alone cannot (the seed part alone is wider at {n_seeds} seeds)")
+    return " or ".join(parts)
+
+
+def decide(results: StudyResults) -> RuleOutcome:
+    """The rule (module docstring) on every trained arm other than the baseline."""
+    from grae.compare.frontier import above_frontier, frontier_points
+
+    study = results.study
+    spec = study.rule["keeps_passk"]
+    k = int(spec["k"])
+    m1, m2 = spec["pass1_margin_vs_baseline"] / 100, spec["passk_margin_vs_base"] / 100
+    base = results.base
+    if base is None:
+        raise RuleError("rule.keeps_passk: the study has no base model rows (base/…jsonl) to pair pass@k against; "
+                        "give the study eval: {…} so that compare evaluates the base")
+    n_min = min(int(c.n.min()) for m in results.jobs for c in results.finals(m).values())
+    if k > min(n_min, int(base.n.min())):
+        raise RuleError(f"rule.keeps_passk.k = {k}: the rows reach k = {min(n_min, int(base.n.min()))} only; lower k "
+                        "or evaluate with a larger n")
+    baseline = study.baseline
+    arms = [m for m in results.jobs if m != baseline]
+    finals = {m: results.finals(m) for m in results.jobs}
+    fixed = {m: dict.fromkeys(finals[m], base) for m in finals}
+    d1 = {a: paired_differences(finals[a], finals[baseline], [1])[:, :, 0] for a in arms}
+    d2 = {a: paired_differences(finals[a], fixed[a], [k])[:, :, 0] for a in arms}
+    d0 = {a: paired_differences(finals[a], fixed[a], [1])[:, :, 0] for a in arms}
+    p_arm = [max(margin_p(d1[a], m1), margin_p(d2[a], m2)) for a in arms]
+    points, _, base_point = frontier_points(results, k)
+    path = ([(base_point[1].mean, base_point[k].mean)] if base_point else []) + [
+        (iv[1].mean, iv[k].mean) for _, iv in sorted(points.get(baseline, {}).items())]
+    decisions = []
+    for a, p, step_alpha, p_adj in zip(arms, p_arm, holm_levels(p_arm, ALPHA), holm(p_arm)):
+        level = 1 - step_alpha
+        (iv1,), (iv2,), (iv0,) = (crossed_interval(d[a][:, :, None], level) for d in (d1, d2, d0))
+        means = method_passk(list(finals[a].values()), [1, k])
+        point = (means[1].mean, means[k].mean)
+        above = above_frontier(point, path, extend=True) if len(path) >= 1 and points.get(baseline) else None
+        if iv1.lo > m1 and iv2.lo > m2 and above is not None and above > 0:
+            decision, resolve = "keeps", []
+        elif iv1.hi < m1 or iv2.hi < m2:
+            decision, resolve = "refuted", []
+        else:
+            decision, resolve = "inconclusive", []
+            for name, values, iv, m in ((f"pass@1 − {baseline}", d1[a], iv1, m1), (f"pass@{k} − base", d2[a], iv2, m2)):
+                if iv.lo <= m <= iv.hi:
+                    resolve.append(f"{name} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}] holds {100 * m:+.1f}: "
+                                   + needed(values, m, level))
+            if iv1.lo > m1 and iv2.lo > m2:
+                resolve.append(f"both bounds clear their margins, but its point lies {100 * above:+.1f} at "
+                               f"{baseline}'s frontier (a point comparison: more seeds decide it only if the point "
+                               "moves)" if above is not None else
+                               f"both bounds clear their margins, but {baseline} has no frontier at pass@{k}")
+        decisions.append(ArmDecision(a, level, p, p_adj, iv1, iv2, iv0, point, above, decision, resolve))
+    (baseline_vs_base,) = crossed_interval(paired_differences(finals[baseline], fixed[baseline], [k]))
+    vs_oracle, learned = None, True
+    if "baseline_pass1_margin_vs_oracle" in spec:
+        oracle = results.references["format-only oracle"]
+        (vs_oracle,) = crossed_interval(paired_differences(finals[baseline], dict.fromkeys(finals[baseline], oracle), [1]))
+        learned = vs_oracle.lo > spec["baseline_pass1_margin_vs_oracle"] / 100
+    seeds = min(len(by_seed) for by_seed in results.jobs.values())
+    return RuleOutcome(k, (m1, m2), seeds, int(spec["min_seeds"]), decisions, baseline_vs_base, vs_oracle, learned)
+
+
+def answer_line(outcome: RuleOutcome, baseline: str) -> str:
+    """The report's first line: which arms keep pass@k while raising pass@1, or that none does (or why
+    there is no verdict)."""
+    k, arms = outcome.k, outcome.arms
+    rule = (f"rule `keeps_passk`, k = {k}, Holm over {len(arms)} arm{'s' * (len(arms) != 1)}, "
+            f"{outcome.seeds} seed{'s' * (outcome.seeds != 1)}")
+    if outcome.seeds < outcome.min_seeds:
+        return (f"**Pilot: no verdict** ({rule}): fewer than the {outcome.min_seeds} seeds per arm the rule needs; "
+                "the rule's table below is a pilot's reading.")
+    if not outcome.baseline_learned:
+        iv = outcome.baseline_vs_oracle
+        return (f"**No verdict: the testbed failed for these seeds** ({rule}): {baseline} − format-only oracle at "
+                f"pass@1 is {100 * iv.mean:+.1f} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}], so {baseline} did not learn.")
+    winners = [d.arm for d in arms if d.decision == "keeps" and d.raises_pass1]
+    if winners:
+        return (f"**Answer:** {', '.join(winners)} keep{'s' * (len(winners) == 1)} pass@{k} while raising pass@1 "
+                f"({rule}).")
+    counts = {c: sum(d.decision == c for d in arms) for c in ("keeps", "refuted", "inconclusive")}
+    return (f"**Answer:** no arm keeps pass@{k} while raising pass@1 ({rule}: {counts['keeps']} keep pass@{k} "
+            f"without raising pass@1, {counts['refuted']} refuted, {counts['inconclusive']} inconclusive).")
+
+
+def rule_lines(outcome: RuleOutcome, baseline: str) -> list[str]:
+    """The report's rule section: the procedure, one row per arm at its Holm level, what would resolve
+    each inconclusive arm, and the baseline's own pass@k − base beside it."""
+    k, (m1, m2) = outcome.k, outcome.margins
+
+    def cell(iv: Interval) -> str:
+        return f"{100 * iv.mean:+.1f} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}]"
+
+    lines = ["", f"## Decision rule: does an arm keep pass@{k}? (points; intervals at each arm's Holm level)", "",
+             f"Per arm other than {baseline} (grae.compare.rule): d₁ = pass@1 − {baseline} (paired by seed), "
+             f"d₂ = pass@{k} − base, d₀ = pass@1 − base, crossed seeds × problems intervals. **keeps** when d₁'s "
+             f"lower bound > {100 * m1:+.1f}, d₂'s > {100 * m2:+.1f} and the final point lies above {baseline}'s "
+             f"checkpoint frontier at equal pass@1; **refuted** when d₁'s upper bound < {100 * m1:+.1f} or d₂'s < "
+             f"{100 * m2:+.1f}; otherwise **inconclusive**. Holm (α = {ALPHA}) runs over the arms on the "
+             "intersection-union p = max(p₁, p₂), each the two-sided-equivalent t probability of its margin; "
+             "every interval of an arm is at its Holm step's level, so keeps-bounds ⇔ p_holm < 0.05.", "",
+             f"| arm | d₁ = pass@1 − {baseline} | d₂ = pass@{k} − base | d₀ = pass@1 − base | final (pass@1, pass@{k}) "
+             f"| above {baseline}'s frontier | level | p | p_holm | decision |", "|---|" + "---|" * 9]
+    for d in outcome.arms:
+        lines.append(f"| {d.arm} | {cell(d.pass1_vs_baseline)} | {cell(d.passk_vs_base)} | {cell(d.pass1_vs_base)} | "
+                     f"{100 * d.point[0]:.1f}, {100 * d.point[1]:.1f} | "
+                     + ("–" if d.above is None else f"{100 * d.above:+.1f}")
+                     + f" | {100 * d.level:.2f}% | {d.p_arm:.3g} | {d.p_holm:.3g} | **{d.decision}**"
+                     + (" (raises pass@1)" if d.decision == "keeps" and d.raises_pass1 else "") + " |")
+    unresolved = [d for d in outcome.arms if d.resolve]
+    if unresolved:
+        lines += ["", "What would decide the inconclusive arms (if each mean and variance component stayed as measured; "
+                  "at today's t quantile and level):", ""]
+        lines += [f"- {d.arm}: " + "; ".join(d.resolve) for d in unresolved]
+    lines += ["", f"{baseline}'s own pass@{k} − base: {cell(outcome.baseline_vs_base)} (95 %, not a criterion)"
+              + (f"; {baseline} − format-only oracle at pass@1: {cell(outcome.baseline_vs_oracle)} (95 %)"
+                 if outcome.baseline_vs_oracle else "") + ".", ""]
+    return lines
+
+
+def outcome_json(outcome: RuleOutcome, answer: str) -> dict[str, Any]:
+    """``summary.json`` → ``rule``."""
+    return {"answer": answer, "k": outcome.k, "margins": [100 * m for m in outcome.margins], "seeds": outcome.seeds,
+            "min_seeds": outcome.min_seeds, "baseline_vs_base": vars(outcome.baseline_vs_base),
+            "baseline_vs_oracle": vars(outcome.baseline_vs_oracle) if outcome.baseline_vs_oracle else None,
+            "arms": {d.arm: {"decision": d.decision, "raises_pass1": d.raises_pass1, "level": d.level,
+                             "p_arm": d.p_arm, "p_holm": d.p_holm, "pass1_vs_baseline": vars(d.pass1_vs_baseline),
+                             "passk_vs_base": vars(d.passk_vs_base), "pass1_vs_base": vars(d.pass1_vs_base),
+                             "point": list(d.point), "above_frontier": d.above, "resolve": d.resolve}
+                     for d in outcome.arms}}
