@@ -12,7 +12,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grae.compare.frontier import above_frontier, check_fractions, frontier_steps, keep_steps
+from grae.compare.frontier import check_fractions, frontier_steps, keep_steps
+from grae.compare.frontier_report import above_frontier
 from grae.data import get_task
 from grae.data.base import question_key
 from grae.data.procedural import stratified_interleave

@@ -369,7 +369,7 @@ def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path:
 def frontier_section(results: StudyResults, out: Path) -> list[str]:
     """The checkpoint frontier (:mod:`grae.compare.frontier`): table, intervals, ``frontier.png`` and
     ``frontier.json``."""
-    from grae.compare.frontier import frontier_lines, frontier_points, plot_frontier
+    from grae.compare.frontier_report import frontier_lines, frontier_points, plot_frontier
 
     study = results.study
     if not study.frontier:

@@ -54,7 +54,6 @@ from grae.compare.stats import (
 )
 
 if TYPE_CHECKING:
-    from grae.compare.grid import CompareConfig
     from grae.compare.results import StudyResults
 
 class RuleError(ValueError):
@@ -63,60 +62,6 @@ class RuleError(ValueError):
 
 #: family-wise level of the rule's Holm step-down
 ALPHA = 0.05
-#: the rule's keys: name → (required, what it takes)
-KEEPS_PASSK_KEYS = {
-    "k": (True, "the deciding k, a power of two (e.g. 16)"),
-    "pass1_margin_vs_baseline": (True, "points, e.g. -2: pass@1(arm) − pass@1(baseline) must stay above it"),
-    "passk_margin_vs_base": (True, "points, e.g. -1: pass@k(arm) − pass@k(base) must stay above it"),
-    "min_seeds": (False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)"),
-    "baseline_pass1_margin_vs_oracle": (False, "points, e.g. 3: the baseline must beat the format-only oracle's "
-                                               "pass@1 by more (95 % lower bound), or the testbed failed"),
-}
-
-
-def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
-    """The study's ``rule`` normalised (``{"keeps_passk": {...}}`` with ``min_seeds`` filled in), or None;
-    ConfigError naming the key and the fix otherwise."""
-    from grae.compare.grid import MIN_VERDICT_SEEDS
-    from grae.train.config import ConfigError
-
-    if value is None:
-        return None
-    example = "rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}"
-    if not isinstance(value, dict) or set(value) != {"keeps_passk"} or not isinstance(value["keeps_passk"], dict):
-        raise ConfigError(f"rule: expected {{keeps_passk: {{…}}}} (the one rule grae knows), got {value!r}; e.g. {example}")
-    spec = dict(value["keeps_passk"])
-    unknown = sorted(set(spec) - set(KEEPS_PASSK_KEYS))
-    if unknown:
-        raise ConfigError(f"rule.keeps_passk: unknown key(s) {unknown}; valid: {sorted(KEEPS_PASSK_KEYS)}")
-    for key, (required, what) in KEEPS_PASSK_KEYS.items():
-        if key not in spec:
-            if required:
-                raise ConfigError(f"rule.keeps_passk.{key}: missing ({what}); e.g. {example}")
-            continue
-        v = spec[key]
-        integer = key in ("k", "min_seeds")
-        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or (integer and v < 1) or (
-                key == "k" and v & (v - 1)) or not math.isfinite(v):
-            raise ConfigError(f"rule.keeps_passk.{key}: expected {what}, got {v!r}")
-    spec.setdefault("min_seeds", MIN_VERDICT_SEEDS)
-    if len(cfg.methods) < 2:
-        raise ConfigError("rule.keeps_passk: decides arms against the baseline; the study has no other method")
-    if not cfg.heldout:
-        raise ConfigError("rule.keeps_passk: reads held-out pass@k; a training-only study has none (add eval: {…})")
-    if not cfg.frontier:
-        raise ConfigError("rule.keeps_passk: needs the baseline's checkpoint frontier (an arm keeps only above it); "
-                          "give frontier: [0.25, 0.5, 0.75, 1.0]")
-    n = (cfg.eval or {}).get("n") or cfg.train_config(cfg.jobs()[0]).eval.n
-    if spec["k"] > n:
-        raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
-                          "raise eval.n")
-    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
-        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
-                          "exact rows; add eval: {exact: true}")
-    return {"keeps_passk": spec}
-
-
 @dataclass
 class ArmDecision:
     """One arm under the rule (differences in fractions, not points)."""
@@ -190,7 +135,7 @@ def needed(values: np.ndarray, margin: float, level: float) -> str:
 
 def decide(results: StudyResults) -> RuleOutcome:
     """The rule (module docstring) on every trained arm other than the baseline."""
-    from grae.compare.frontier import above_frontier, frontier_points
+    from grae.compare.frontier_report import above_frontier, frontier_points
 
     study = results.study
     spec = study.rule["keeps_passk"]
