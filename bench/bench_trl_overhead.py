@@ -8,8 +8,13 @@ dropped. Reported: median seconds per step of each and their ratio.
         [--prompts 16] [--max-completion-length 8] [--trainers both]
 
 ``--model smollm2 --prompts 2 --max-completion-length 48`` is the smollm2 recipe's step shape (2 prompts
-x 8 samples of up to 48 tokens). ``--trainers stock`` / ``grae`` runs one side only, so that
-``/usr/bin/time -v`` gives each trainer's peak RSS.
+x 8 samples of up to 48 tokens); ``--recipe smollm2`` takes the recipe's own task prompts (chat template),
+reward and GRPOConfig (its batch shape too) instead of the synthetic ``a + b`` prompts and the crc reward.
+``--trainers`` picks the sides, a comma list of ``stock`` (trl.GRPOTrainer), ``grae`` (GraeTrainer as
+``grae train`` runs it: rollouts on grae's sampling loop, grae.eval.decode, and the shared prompt pass) and
+``grae-generate`` (GraeTrainer with ``rollouts: {grae_decoding: false}``: TRL's ``model.generate`` and TRL's
+loss pass, GraeTrainer as it was before issue 34). Every run is a fresh process (spawned), so each side's
+peak RSS is its own.
 
 An estimator that needs context (``unlikeliness``: the rollout log-probs, recorded during HF generate since
 TRL has none here; ``outcome_explore``: answer ids and prompt keys, parsed with :func:`first_token`) measures
@@ -19,6 +24,7 @@ the context's cost too.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import statistics
@@ -59,21 +65,42 @@ class StepTimer:
         self.times: list[float] = []
 
 
-def run(trainer_cls, model_dir, steps, seed, extra, prompts=16, completion_length=8):
+def recipe_setup(recipe: str, out: str, *, steps: int, seed: int, prompts: int, completion_length: int):
+    """``(dataset, reward functions, GRPOConfig)`` of a grae train recipe, built by grae's own functions, with
+    this bench's step count, seed and completion length, and no checkpoints; its batch shape is the recipe's
+    (``prompts`` only sizes the dataset)."""
+    from grae.data import get_task
+    from grae.train.config import grpo_config, load_config, resolve_rewards
+
+    cfg = load_config(recipe, {"max_steps": steps, "seed": seed, "eval.enabled": False,
+                               "trl.max_completion_length": completion_length, "trl.save_strategy": "no",
+                               "trl.report_to": "none"})
+    task = get_task(cfg.task.name, **cfg.task.params)
+    return task.to_hf_dataset(task.train(64 * prompts, seed=seed)), resolve_rewards(cfg, task), grpo_config(cfg, output_dir=out)
+
+
+def run(trainer_cls, model_dir, steps, seed, extra, prompts=16, completion_length=8, recipe=None):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    data = Dataset.from_list([{"prompt": f"State the final answer: {a} + {b} =\nAnswer:"} for a in range(40) for b in range(10)])
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as out:
-        cfg = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1,
-                         max_steps=steps, learning_rate=1e-4, per_device_train_batch_size=8 * prompts, num_generations=8,
-                         max_completion_length=completion_length, temperature=1.0, top_k=0, beta=0.0,
-                         gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0, seed=seed)
-        trainer = trainer_cls(model=model, processing_class=tok, reward_funcs=[reward], args=cfg, train_dataset=data,
+        if recipe:
+            data, rewards, cfg = recipe_setup(recipe, out, steps=steps, seed=seed, prompts=prompts,
+                                              completion_length=completion_length)
+        else:
+            data = Dataset.from_list([{"prompt": f"State the final answer: {a} + {b} =\nAnswer:"}
+                                      for a in range(40) for b in range(10)])
+            rewards = [reward]
+            cfg = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                             logging_steps=1, max_steps=steps, learning_rate=1e-4, per_device_train_batch_size=8 * prompts,
+                             num_generations=8, max_completion_length=completion_length, temperature=1.0, top_k=0,
+                             beta=0.0, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
+                             seed=seed)
+        trainer = trainer_cls(model=model, processing_class=tok, reward_funcs=rewards, args=cfg, train_dataset=data,
                               callbacks=[timer.callback], **extra)
         trainer.train()
     return timer.times
@@ -88,14 +115,14 @@ def main() -> None:
     parser.add_argument("--model", default="tiny", help="'tiny' (shipped), 'random' (throw-away), or a path")
     parser.add_argument("--prompts", type=int, default=16, help="prompts per step (8 samples each)")
     parser.add_argument("--max-completion-length", type=int, default=8)
-    parser.add_argument("--trainers", choices=["both", "stock", "grae"], default="both")
+    parser.add_argument("--trainers", default="stock,grae",
+                        help="comma list of stock, grae, grae-generate ('both' = stock,grae)")
+    parser.add_argument("--recipe", default=None, help="a grae train recipe (smollm2): its prompts, reward, GRPOConfig")
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(2)
-
-    from trl import GRPOTrainer
-
-    from grae.engines.trl import GraeTrainer
-
+    sides = ["stock", "grae"] if args.trainers == "both" else args.trainers.split(",")
+    if not set(sides) <= {"stock", "grae", "grae-generate"} or not sides:
+        parser.error(f"--trainers: {args.trainers!r}; use a comma list of stock, grae, grae-generate")
     if args.model == "random":
         from tiny_model import build_random_tiny
 
@@ -103,31 +130,46 @@ def main() -> None:
     else:
         from grae.presets import resolve_model
 
-        model_dir = resolve_model(args.model)
-    from grae.advantage.base import _REGISTRY
-
-    grae_kw: dict = {"estimator": args.estimator}
-    if "answer_id" in _REGISTRY[args.estimator].requires:
-        grae_kw["answer_fn"] = first_token
-    stock, grae = [], []
+        model_dir = str(resolve_model(args.model))
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    peaks: dict[str, float] = {side: 0.0 for side in sides}
+    spawn = multiprocessing.get_context("spawn")  # each run in a fresh process: its own peak RSS, no leftover heap
     for r in range(args.rounds):
-        sides = [("GRPOTrainer", GRPOTrainer, {}, stock), ("GraeTrainer", GraeTrainer, grae_kw, grae)]
-        for name, cls, extra, sink in sides:
-            if args.trainers != "both" and (name == "GraeTrainer") != (args.trainers == "grae"):
-                continue
-            times = run(cls, model_dir, args.steps, seed=r, extra=extra, prompts=args.prompts,
-                        completion_length=args.max_completion_length)[args.warmup:]
-            sink.extend(times)
-            print(f"round {r} {name}: median {statistics.median(times):.3f} s/step", flush=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"\nmodel {args.model}, {args.prompts} prompts x 8 samples of <= {args.max_completion_length} tokens, "
-          f"{args.rounds} rounds x {args.steps - args.warmup} timed steps each; peak RSS {peak:.2f} GiB")
-    if args.trainers != "both":
-        return
-    ms, mg = statistics.median(stock), statistics.median(grae)
-    print("| trainer | median s/step |\n|---|---|")
-    print(f"| trl.GRPOTrainer | {ms:.3f} |\n| grae GraeTrainer ({args.estimator}) | {mg:.3f} |")
-    print(f"overhead: {100 * (mg / ms - 1):+.1f}% (ratio {mg / ms:.3f}; issue 22's target: <= 1.03)")
+        for side in sides:
+            with spawn.Pool(1) as pool:
+                steps, peak = pool.apply(run_side, (side, model_dir, vars(args), r))
+            times[side].extend(steps[args.warmup:])
+            peaks[side] = max(peaks[side], peak)
+            print(f"round {r} {side}: median {statistics.median(steps[args.warmup:]):.3f} s/step, "
+                  f"peak RSS {peak:.2f} GiB", flush=True)
+    print(f"\nmodel {args.model}{f' (recipe {args.recipe})' if args.recipe else ''}, {args.prompts} prompts x 8 samples "
+          f"of <= {args.max_completion_length} tokens, {args.threads} threads, {args.rounds} rounds x "
+          f"{args.steps - args.warmup} timed steps each, each run in its own process")
+    base = statistics.median(times[sides[0]])
+    print(f"| trainer | median s/step | ratio to {sides[0]} | peak RSS (GiB) |\n|---|---|---|---|")
+    for side in sides:
+        median = statistics.median(times[side])
+        print(f"| {side} | {median:.3f} | {median / base:.3f} | {peaks[side]:.2f} |")
+
+
+def run_side(side: str, model_dir: str, args: dict, seed: int) -> tuple[list[float], float]:
+    """One trainer's run (in a child process): every step's seconds and the process's peak RSS (GiB)."""
+    torch.set_num_threads(args["threads"])
+    from trl import GRPOTrainer
+
+    from grae.advantage.base import _REGISTRY
+    from grae.engines.trl import GraeTrainer
+
+    grae_kw: dict = {"estimator": args["estimator"]}
+    if "answer_id" in _REGISTRY[args["estimator"]].requires:
+        grae_kw["answer_fn"] = first_token
+    sides = {"stock": (GRPOTrainer, {}),  # grae: as grae train runs it; grae-generate: as before issue 34
+             "grae": (GraeTrainer, {**grae_kw, "rollouts": {"shared_prompt_pass": True}}),
+             "grae-generate": (GraeTrainer, {**grae_kw, "rollouts": {"grae_decoding": False}})}
+    cls, extra = sides[side]
+    steps = run(cls, model_dir, args["steps"], seed=seed, extra=extra, prompts=args["prompts"],
+                completion_length=args["max_completion_length"], recipe=args["recipe"])
+    return steps, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 if __name__ == "__main__":

@@ -81,10 +81,17 @@ def test_unlikeliness_trains_on_the_rollout_logprobs(model_dir, tmp_path, config
 
 
 @pytest.mark.parametrize("estimator, records", [("grpo", False), ("outcome_explore", False), ("unlikeliness", True)])
-def test_only_a_logprob_estimator_adds_a_logits_processor(model_dir, tmp_path, estimator, records):  # noqa: F811
-    """Estimators that need no log-probs generate exactly as TRL calls generate (no processor installed)."""
+def test_only_a_logprob_estimator_adds_a_logits_processor(model_dir, tmp_path, monkeypatch, estimator, records):  # noqa: F811
+    """Estimators that need no log-probs generate exactly as TRL calls generate (no processor installed); on
+    grae's sampling loop (the default) only they record."""
+    from grae.eval import decode as dec
+
     kw = {"answer_fn": lambda text: text.strip() or None} if estimator == "outcome_explore" else {}
-    trainer = make_trainer(model_dir, tmp_path, estimator, steps=1, **kw)
+    recorded, loop = [], dec.decode
+    monkeypatch.setattr(dec, "decode", lambda *a, **k: recorded.append(k["record_temperature"]) or loop(*a, **k))
+    make_trainer(model_dir, tmp_path / "loop", estimator, steps=1, **kw).train()
+    assert recorded == [1.0 if records else None]  # TRL's temperature
+    trainer = make_trainer(model_dir, tmp_path, estimator, steps=1, rollouts={"grae_decoding": False}, **kw)
     model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
     calls, generate = [], model.generate
 

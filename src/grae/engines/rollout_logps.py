@@ -34,7 +34,7 @@ gathered in :meth:`RolloutLogprobRecorder.finish` from the returned sequences.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -114,6 +114,11 @@ class RolloutLogprobRecorder(LogitsProcessor):
         self._last = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # [B, V]
         return scores
 
+    def take(self, logps: torch.Tensor) -> None:
+        """Hand over ``[B, T_gen]`` log-probs recorded by a sampling loop that ran instead of ``generate``
+        (:func:`grae.engines.rollouts.decoding_generate`); :meth:`finish` returns them."""
+        self._token_logps, self._last = list(logps.unbind(dim=1)), None
+
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
         """``[B, T_gen]`` log-probs of the generated tokens of ``sequences`` (``[B, P + T_gen]``, as
         ``generate`` returns them), the last token's from the final step's scores. Every position of a
@@ -133,17 +138,26 @@ def recording_generate(model: Any, recorder: RolloutLogprobRecorder,
     appends ``recorder.finish(sequences)`` (``[B, T_gen]``) to ``sink``; on exit ``generate`` is the
     model's own again. Done by shadowing ``generate`` on this one instance (not the class), so the
     caller's code — TRL's ``_generate_single_turn`` — runs unchanged."""
+    def with_recorder(generate: Callable[..., Any]) -> Callable[..., Any]:
+        def generate_with_recorder(*args: Any, **kwargs: Any) -> Any:
+            extra = kwargs.pop("logits_processor", None) or []  # TRL passes none; any other runs after the recorder
+            output = generate(*args, logits_processor=LogitsProcessorList([recorder, *extra]), **kwargs)
+            sequences = output if isinstance(output, torch.Tensor) else output.sequences  # [B, P + T_gen]
+            sink.append(recorder.finish(sequences))
+            return output
+
+        return generate_with_recorder
+
+    with shadowed_generate(model, with_recorder):
+        yield
+
+
+@contextlib.contextmanager
+def shadowed_generate(model: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    """Within the block ``model.generate`` is ``wrap(generate)``, ``generate`` being the one it shadows; set on
+    this one instance (not the class), and on exit ``generate`` is what it was (an instance-level one included)."""
     own = vars(model).get("generate")  # an instance-level generate already there (rare): restored on exit
-    generate = model.generate
-
-    def generate_with_recorder(*args: Any, **kwargs: Any) -> Any:
-        extra = kwargs.pop("logits_processor", None) or []  # TRL passes none; any other runs after the recorder
-        output = generate(*args, logits_processor=LogitsProcessorList([recorder, *extra]), **kwargs)
-        sequences = output if isinstance(output, torch.Tensor) else output.sequences  # [B, P + T_gen]
-        sink.append(recorder.finish(sequences))
-        return output
-
-    model.generate = generate_with_recorder
+    model.generate = wrap(model.generate)
     try:
         yield
     finally:

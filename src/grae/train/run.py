@@ -175,6 +175,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         dual_clip=cfg.dual_clip,
         cov_loss=cfg.cov_loss,
         sampling=cfg.sampling,
+        rollouts=cfg.rollouts,
         peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
     )
     trainer.grae_run_id = run_id

@@ -8,6 +8,7 @@ The pieces are mixins whose methods read the trainer's attributes: :class:`.esti
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -19,6 +20,7 @@ from trl import GRPOTrainer
 
 from grae.advantage import EstimatorLike, check_context_supported
 from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
+from grae.engines.rollouts import RolloutOptions, decoding_generate, rollout_options
 from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
 from grae.engines.trl.estimator import (
     ANSWER_CONTEXT,
@@ -29,6 +31,7 @@ from grae.engines.trl.estimator import (
     trl_default_params,
 )
 from grae.engines.trl.loss import GraeLoss, _cov_loss_config
+from grae.engines.trl.prompt_forward import shared_prompt_logps
 from grae.engines.trl.rewards import held_records, stop_on_total_reward_failure, wrap_reward_funcs
 from grae.engines.trl.sampling import SamplingRounds, _sampling_config
 from grae.loss import AGG_MODES
@@ -64,6 +67,11 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         sampling: :class:`grae.sampling.SamplingConfig` (or a dict of its fields): DAPO dynamic
             sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
             Default: TRL's own sampler, unchanged.
+        rollouts: :class:`~grae.engines.rollouts.RolloutOptions` (or a dict of its fields): on TRL's plain
+            ``generate`` path, rollouts decode with grae's sampling loop (the same tokens as stock TRL; grouped-query
+            decoding, top-k nucleus, shared prompt prefill, finished rows leaving), and the loss's forward computes
+            each group's prompt once (``shared_prompt_pass``: float rounding differs from TRL's pass). Default: all
+            on but ``shared_prompt_pass`` (``grae train`` turns it on).
     """
 
     record_generation_logprobs = True
@@ -81,8 +89,10 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         sampling: SamplingConfig | dict[str, Any] | None = None,
         answer_fn: Any = None,
         cov_loss: dict[str, Any] | None = None,
+        rollouts: RolloutOptions | dict[str, Any] | None = None,
         **kwargs: Any,
     ):
+        self.grae_rollouts = rollout_options(rollouts)
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
         reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
         #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
@@ -146,10 +156,33 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         return self._score_with_estimator(generate(inputs), mode)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        """TRL's, unchanged, recording the rollout log-probs where they apply (:meth:`_generate_recording_logps`)."""
+        """TRL's, recording the rollout log-probs where they apply (:meth:`_generate_recording_logps`), its plain
+        ``generate`` path on grae's sampling loop (:func:`~grae.engines.rollouts.decoding_generate`)."""
         generate = functools.partial(super()._generate_single_turn, prompt_ids, images, multimodal_fields,
                                      num_generations, has_tool_images)
-        return self._generate_recording_logps(generate, images, multimodal_fields)
+        plain = not (self.use_vllm or self.use_transformers_continuous_batching)
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        with decoding_generate(model, self.grae_rollouts) if plain else contextlib.nullcontext():
+            return self._generate_recording_logps(generate, images, multimodal_fields)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **model_inputs):
+        """TRL's, with each group's prompt computed once where that applies and ``rollouts.shared_prompt_pass`` is
+        on (:mod:`grae.engines.trl.prompt_forward`: the same log-probs up to float rounding, a shorter pass)."""
+        trl = functools.partial(super()._get_per_token_logps_and_entropies, model, logits_to_keep=logits_to_keep,
+                                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **model_inputs)
+        if not self.grae_rollouts.shared_prompt_pass or compute_aux_loss or any(v is not None for v in model_inputs.values()):
+            return trl(input_ids, attention_mask, batch_size=batch_size)
+        size = batch_size or input_ids.size(0)  # TRL's row chunks, each shared where it can be
+        unwrapped = self.accelerator.unwrap_model(model)
+        logps, entropies = [], []
+        for start in range(0, input_ids.size(0), size):
+            ids, mask = input_ids[start:start + size], attention_mask[start:start + size]  # [b, P + T]
+            part = shared_prompt_logps(model, unwrapped, ids, mask, logits_to_keep, compute_entropy=compute_entropy,
+                                       autocast=self.accelerator.autocast()) or trl(ids, mask)[:2]
+            logps.append(part[0])
+            entropies.append(part[1])
+        return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
 
     def _compute_loss(self, model, inputs):
         """TRL's own loss for every ``loss_type`` (rescaled to kept rows for the per-row normalisers), or

@@ -1,0 +1,151 @@
+"""GraeTrainer's rollouts on grae's sampling loop (grae.engines.rollouts): the completions stock
+``trl.GRPOTrainer`` samples for the same seed, on a grouped-query model (grae's grouped decoding) and on the
+ungrouped tiny model, with sharing and leaving on and off; the loop stands aside where it does not apply.
+
+Whole-run parity (every logged metric and the final weights equal to stock TRL's, every loss type) is
+``tests/test_trl_parity.py``, whose GraeTrainer runs on this path by default."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+pytest.importorskip("trl", reason="the TRL engine is the `train` extra; `make test` installs it")
+from trl import GRPOTrainer  # noqa: E402
+
+from grae.engines.rollouts import RolloutOptions, rollout_options  # noqa: E402
+from grae.engines.trl import GraeTrainer  # noqa: E402
+from grae.eval import decode as dec  # noqa: E402
+from test_trl_engine import make_trainer, model_dir  # noqa: E402, F401  (fixture)
+from test_trl_parity import standin  # noqa: E402, F401  (fixture)
+
+
+def _recording(cls):
+    """``cls`` keeping every generation's completion ids; for stock TRL, make_trainer's ``estimator`` is dropped."""
+
+    class Recording(cls):
+        def __init__(self, *args, **kwargs):
+            if cls is GRPOTrainer:
+                kwargs.pop("estimator")
+            super().__init__(*args, **kwargs)
+
+        def _generate_single_turn(self, *args, **kwargs):
+            completion_ids, logprobs = super()._generate_single_turn(*args, **kwargs)
+            self.completions = [*getattr(self, "completions", []), completion_ids]
+            return completion_ids, logprobs
+
+    return Recording
+
+
+@pytest.fixture
+def decodes(monkeypatch):
+    """The calls that went through grae's loop (rows per call)."""
+    calls: list[int] = []
+    loop = dec.decode
+
+    @functools.wraps(loop)
+    def counting(model, input_ids, *args, **kwargs):
+        calls.append(input_ids.shape[0])
+        return loop(model, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(dec, "decode", counting)
+    return calls
+
+
+SAMPLING = {"temperature": 0.9, "top_p": 0.9, "max_completion_length": 8}
+
+
+@pytest.mark.parametrize("which", ["standin", "model_dir"], ids=["grouped-qwen2", "ungrouped-tiny"])
+@pytest.mark.parametrize("options", [{}, {"share_prefill": False, "rows_leave": False}], ids=["default", "plain"])
+def test_rollouts_are_stock_trls_completions(request, tmp_path, decodes, which, options):
+    folder = request.getfixturevalue(which)
+
+    def trained(cls, out, **kwargs):  # each trainer built and trained in turn: the same RNG stream for both
+        trainer = make_trainer(folder, out, "grpo", trainer_cls=_recording(cls), config=SAMPLING, **kwargs)
+        if which == "standin":  # the random stand-in: a sharp end-token row, so some rows end early
+            trainer.model.lm_head.weight.data[trainer.eos_token_ids[0]] *= 40
+        trainer.train()
+        return trainer
+
+    stock = trained(GRPOTrainer, tmp_path / "s")
+    ours = trained(GraeTrainer, tmp_path / "g", rollouts=options)
+    assert len(decodes) == len(stock.completions) == 2  # every generation of the 2 steps went through the loop
+    assert ours.completions == stock.completions
+    lengths = {len(ids) for batch in stock.completions for ids in batch}
+    assert len(lengths) > 1  # some rows ended before others: rows left the batch on the default path
+
+
+def test_switched_off_or_not_applicable_the_trainer_calls_generate(model_dir, tmp_path, decodes):  # noqa: F811
+    off = make_trainer(model_dir, tmp_path / "off", "grpo", steps=1, rollouts={"grae_decoding": False})
+    off.train()
+    assert decodes == []
+    ngram = make_trainer(model_dir, tmp_path / "ngram", "grpo", steps=1,
+                         config={"generation_kwargs": {"no_repeat_ngram_size": 2}})
+    ngram.train()  # a processor the loop does not reproduce: transformers' generate
+    assert decodes == []
+    trainer = make_trainer(model_dir, tmp_path / "drop", "grpo", steps=1)
+    trainer.model.model.grae_test_dropout = torch.nn.Dropout(0.1)  # an active dropout module in training mode
+    trainer.train()
+    assert decodes == []
+    assert "generate" not in vars(trainer.accelerator.unwrap_model(trainer.model_wrapped))  # the shadow is gone
+
+
+def test_rollout_options_refuse_unknown_keys_and_non_booleans():
+    assert rollout_options(None) == RolloutOptions() and rollout_options({"rows_leave": False}).rows_leave is False
+    valid = "grae_decoding, rows_leave, share_prefill, shared_prompt_pass"
+    with pytest.raises(ValueError, match=f"rollouts: unknown key 'share'; valid: {valid}"):
+        rollout_options({"share": True})
+    with pytest.raises(ValueError, match="rollouts.rows_leave: expected true or false, got 'no'"):
+        rollout_options({"rows_leave": "no"})
+
+
+@pytest.mark.parametrize("which", ["standin", "model_dir"], ids=["grouped-qwen2", "ungrouped-tiny"])
+def test_shared_prompt_forward_gives_trls_logps_entropies_and_gradients(request, tmp_path, monkeypatch, which):
+    """GraeTrainer's loss pass computes each group's prompt once (grae.engines.trl.prompt_forward): the same
+    per-token log-probs, entropies and parameter gradients as TRL's full pass, on left-padded prompts of two
+    lengths and right-padded completions; in row chunks too (TRL's batch_size)."""
+    import grae.engines.trl.trainer as trainer_module
+    from grae.engines.trl import prompt_forward
+
+    trainer = make_trainer(request.getfixturevalue(which), tmp_path, "grpo", steps=1)
+    model = trainer.model
+    gen = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 100, (n,), generator=gen) for n in (9, 5)]
+    width, completion = 9, 6
+    ids = torch.zeros(8, width + completion, dtype=torch.long)  # [B, P + T]; 2 prompts x 4 copies
+    mask = torch.zeros_like(ids)
+    for row in range(8):
+        prompt = prompts[row // 4]
+        ids[row, width - len(prompt):width], mask[row, width - len(prompt):width] = prompt, 1
+        length = 1 + row % completion  # completions end at different lengths: right padding
+        ids[row, width:width + length] = torch.randint(3, 100, (length,), generator=gen)
+        mask[row, width:width + length] = 1
+    shared: list[bool] = []  # per call: whether the shared pass ran (not TRL's)
+
+    def spy(*args, **kwargs):
+        out = prompt_forward.shared_prompt_logps(*args, **kwargs)
+        shared.append(out is not None)
+        return out
+
+    monkeypatch.setattr(trainer_module, "shared_prompt_logps", spy)
+
+    def run(share, batch_size=None):
+        trainer.grae_rollouts = RolloutOptions(shared_prompt_pass=share)
+        model.zero_grad()
+        logps, entropies, _ = trainer._get_per_token_logps_and_entropies(model, ids, mask, completion,
+                                                                           batch_size=batch_size, compute_entropy=True)
+        (logps * mask[:, width:]).sum().backward()
+        return logps.detach(), entropies.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    theirs = run(False)
+    assert shared == []
+    for batch_size in (None, 4):
+        ours = run(True, batch_size)
+        keep = mask[:, width:].bool()
+        torch.testing.assert_close(ours[0][keep], theirs[0][keep], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(ours[1][keep], theirs[1][keep], rtol=1e-4, atol=1e-5)
+        for name, grad in theirs[2].items():
+            torch.testing.assert_close(ours[2][name], grad, rtol=1e-3, atol=1e-5, msg=name)
+    assert shared == [True] * 3  # one call, then two row chunks of 4 (one prompt each)
