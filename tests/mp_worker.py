@@ -148,6 +148,7 @@ class Recorder(GraeTrainer):
                 "local_row_tokens": out["completion_mask"].sum(1),
                 "num_items_in_batch": float(out["num_items_in_batch"]),
                 "num_samples": float(out["grae_num_samples"]),
+                "trl_algorithm": self.grae_trl_algorithm,  # a missing reward keeps its tokens (advantage 0)
                 "state_before": state_before, "state_after": self.estimator.state_dict(),
                 "metrics": result.metrics,
                 "groups": self.last_groups if self.sampling.active else None,

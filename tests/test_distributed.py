@@ -130,7 +130,8 @@ def test_accumulation_and_reuse_with_disagreeing_ranks(disagreeing, run):
 
 def check_disagreeing_ranks(ranks: list[dict], run: str, name: str, mode: str) -> None:
     """Both ranks saw the same gathered batch and result (the registry's), each kept its own slice, and
-    the loss normalisers count exactly the kept samples of every rank."""
+    the loss normalisers count exactly the kept samples of every rank. On TRL's own algorithm (``grpo``
+    with TRL's ε: ``trl_algorithm``) a missing reward's sample is kept with advantage 0, as stock TRL."""
     assert all("error" not in r for r in ranks), [r.get("error") for r in ranks]
     step = DISAGREEMENTS.index(mode)
     seen = [r["generations"][step] for r in ranks]
@@ -151,17 +152,20 @@ def check_disagreeing_ranks(ranks: list[dict], run: str, name: str, mode: str) -
     assert_close(seen[0]["weights"], expected.weights, f"{about}: weights vs the registry")
     assert (expected.weights[rewards.isnan()] == 0).all(), f"{about}: a missing reward must be dropped"
 
+    assert seen[0]["trl_algorithm"] == seen[1]["trl_algorithm"] == (name == "grpo")
+    in_loss = (expected.weights > 0) | (rewards.isnan() if seen[0]["trl_algorithm"] else False)  # [N_global]
     kept_tokens = 0
     for rank, gen in enumerate(seen):
         local = slice(rank * n_local, (rank + 1) * n_local)
         assert_close(gen["local_advantages"], expected.advantages[local].float().double(), f"{about}: rank {rank} slice")
         assert_close(gen["local_weights"], expected.weights[local], f"{about}: rank {rank} weights")
-        tokens, weights = torch.tensor(gen["local_row_tokens"]), torch.tensor(gen["local_weights"])
-        assert (tokens[weights == 0] == 0).all(), f"{about}: rank {rank} trains on a dropped sample"
+        tokens = torch.tensor(gen["local_row_tokens"])
+        assert (tokens[~in_loss[local]] == 0).all(), f"{about}: rank {rank} trains on a dropped sample"
+        assert (tokens[in_loss[local]] > 0).all(), f"{about}: rank {rank} drops a sample it should train on"
         kept_tokens += int(tokens.sum())
     for gen in seen:
         assert gen["num_items_in_batch"] == kept_tokens, f"{about}: token normaliser is not the global kept count"
-        assert gen["num_samples"] == float((expected.weights > 0).sum())
+        assert gen["num_samples"] == float(in_loss.sum())
     assert ranks[0]["final_state"] == ranks[1]["final_state"], f"{run}: estimator state differs between ranks"
 
 

@@ -28,7 +28,8 @@ trl#4525 is to override ``_generate_and_score_completions``):
    and its normaliser exactly. TRL's per-row types (``grpo``, ``dr_grpo``, ``sapo``, ``luspo``) count the
    rows of a micro-batch; their loss is multiplied by N / N_kept of the generation batch, which makes
    the normaliser the kept rows (globally: the same objective as grae's ``seq-mean-*`` modes) and is
-   exactly 1 when nothing is dropped.
+   exactly 1 when nothing is dropped. On TRL's own algorithm (below) a sample whose reward is missing
+   is not dropped: it keeps its tokens with advantage 0, as in stock TRL.
 4. TRL's logged advantages (``_logs["advantages"]``, the completions table) are replaced with
    grae's, so what is printed is what trained.
 5. The estimator's state (AVSPO's τ) is written to ``grae_estimator_state.json`` in every checkpoint
@@ -62,8 +63,13 @@ Settings that would silently change meaning are mapped or refused at constructio
   ``"group"``, as does an explicit ``estimator_params["scale"]`` that contradicts it. TRL's clip
   ``epsilon``/``epsilon_high`` keep their meaning on both loss paths. The estimator's std ε (``eps``)
   replaces TRL's hard-coded 1e-4; ``estimator="grpo"`` without an explicit ``eps`` gets TRL's 1e-4
-  inside GraeTrainer (verl's and the registry's default is 1e-6), so it reproduces stock
-  GRPOTrainer's logs (``tests/test_trl_parity.py``).
+  inside GraeTrainer (verl's and the registry's default is 1e-6). That estimator with TRL's settings
+  (ε 1e-4, Bessel std, ``scale`` = ``scale_rewards``) is TRL's own algorithm (``grae_trl_algorithm``):
+  outside dynamic sampling the advantages that train are TRL's own float32 tensor, and a missing
+  reward's sample keeps its tokens (advantage 0). GraeTrainer then logs what stock GRPOTrainer logs,
+  every key to float32 tolerance (``tests/test_trl_parity.py``). grae's float64 estimate of the same
+  advantage differs in the last float32 bits, and Adam amplifies that where a gradient coordinate is
+  near 0.
 * ``multi_objective_aggregation="normalize_then_sum"`` (GDPO): every reward function is z-scored per
   group (TRL's ε) and the weighted sum is what the estimator sees; a GRPO-family estimator then
   standardises over the batch (``scale="batch"`` unless set explicitly), TRL's second step. Estimators

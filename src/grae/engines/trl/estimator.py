@@ -146,6 +146,20 @@ class EstimatorContext:
         logger.info("scale_rewards=%r → estimator %s(scale=%r)", trl_scale, name, trl_scale)
         self.estimator = get_estimator(name, **{**params, "scale": trl_scale})
 
+    def _is_trl_algorithm(self) -> bool:
+        """Whether the estimator is TRL's own advantage: grae's ``grpo`` with TRL's ε (1e-4), Bessel std and the
+        scale TRL uses (``scale_rewards``; ``"batch"`` under ``normalize_then_sum``). Then, outside dynamic
+        sampling, the advantages that train are TRL's own float32 tensor and a sample whose reward is missing
+        keeps its tokens with advantage 0, so GraeTrainer logs what stock GRPOTrainer logs (docs/scaling.md
+        "TRL parity"). grae's float64 estimate of the same quantity differs in the last float32 bits, which
+        Adam amplifies where a gradient coordinate is near 0."""
+        from grae.advantage.grpo import GRPO
+
+        if type(self.estimator) is not GRPO:
+            return False
+        scale = "batch" if self.multi_objective_aggregation == "normalize_then_sum" else self.scale_rewards
+        return self.estimator.params == {"eps": TRL_STD_EPS, "std_unbiased": True, "scale": scale}
+
     # -- rewards and context of a scored batch -------------------------------------------------------
     def _keep_rewards(self, rewards_per_func: torch.Tensor, prompts: list[Any], completions: list[Any]) -> None:
         """Keep what TRL's ``_calculate_rewards`` gathered (``[N_global, F]``) and this rank's prompt keys and
@@ -181,10 +195,13 @@ class EstimatorContext:
         context = self._estimator_context(out)  # None when the estimator requires none
         kwargs = {} if context is None else {"context": context}
         result = estimator(rewards, group_ids, **kwargs)  # identical on every rank: gathered input
+        if self.grae_trl_algorithm:  # config-determined: every rank gathers
+            result = type(result)(self.accelerator.gather(out["advantages"]).cpu().to(result.advantages.dtype),
+                                  result.weights, result.metrics)  # [N_global] TRL's own float32 advantages
         if mode == "train":
             self.grae_generated_completions += rewards.numel()
         self._replace_logged_advantages(result.advantages)
-        return self._with_advantages(out, rewards, result, mode)
+        return self._with_advantages(out, rewards, result, mode, keep_missing=self.grae_trl_algorithm)
 
     def _estimator_context(self, out: dict) -> dict[str, torch.Tensor] | None:
         """The gathered ``[N_global]`` context the estimator requires (see :data:`TRL_CONTEXT`), or None."""
@@ -290,9 +307,11 @@ class EstimatorContext:
         total, length = self.accelerator.gather(total), self.accelerator.gather(length)  # [N_global]
         return {"logprob_sum": total.float().cpu(), "logprob_mean": (total / length).float().cpu()}
 
-    def _with_advantages(self, out: dict, rewards: torch.Tensor, result, mode: str) -> dict:
+    def _with_advantages(self, out: dict, rewards: torch.Tensor, result, mode: str, keep_missing: bool = False) -> dict:
         """``out`` (this rank's rows of the global batch the estimator saw) with grae's advantages, weights
-        and loss counts; logs the estimator's metrics."""
+        and loss counts; logs the estimator's metrics. A weight-0 sample leaves the loss (its
+        ``completion_mask`` zeroed, the counts without it), except, with ``keep_missing`` (TRL's own algorithm),
+        a sample whose reward is missing: it keeps its tokens with advantage 0, as in stock TRL."""
         self.last_advantage_result = result
         if mode == "train" and bool(torch.isnan(rewards).all()) and self.accelerator.is_main_process:
             logger.warning("step %d: every reward of the batch is missing (%d samples); this step trains on nothing. "
@@ -305,11 +324,14 @@ class EstimatorContext:
         out["advantages"] = result.advantages[local].to(device=device, dtype=torch.float32)
         weights = result.weights[local].to(device)  # [B]
         out["grae_weights"] = weights
-        out["completion_mask"] = out["completion_mask"] * (weights > 0).unsqueeze(1).to(out["completion_mask"].dtype)
+        in_loss = result.weights > 0  # [N_global]
+        if keep_missing:
+            in_loss = in_loss | torch.isnan(rewards)
+        out["completion_mask"] = out["completion_mask"] * in_loss[local].to(device).unsqueeze(1).to(out["completion_mask"].dtype)
         loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
         # Unconditional: every rank joins this gather (the multi-process rule in the module docstring).
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()  # global kept tokens
-        kept = (result.weights > 0).sum().to(device=device, dtype=torch.float32)
+        kept = in_loss.sum().to(device=device, dtype=torch.float32)
         out["grae_num_samples"] = kept  # global kept samples
         # TRL's per-row normalisers count every row of the batch: N / N_kept makes them count kept rows only
         out["grae_row_scale"] = result.weights.numel() / kept.clamp(min=1.0)

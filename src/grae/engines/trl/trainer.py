@@ -119,6 +119,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         super().__init__(*args, **kwargs)
         self._check_compatible()
         self._map_scale_rewards()
+        #: the estimator is TRL's own advantage (:meth:`_is_trl_algorithm`): TRL's tensor trains, as stock
+        self.grae_trl_algorithm = self._is_trl_algorithm()
         self._last_rewards_per_func: torch.Tensor | None = None
         #: the estimator's result on the last gathered batch (identical on every rank)
         self.last_advantage_result = None
