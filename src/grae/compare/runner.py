@@ -49,9 +49,12 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
     from grae.compare.frontier import frontier_steps, rows_path, step_done, step_settings
     from grae.train.callbacks import snapshot_path
 
+    fractions = cfg.evaluated_fractions(job)
+    if not fractions:
+        return True
     config = cfg.train_config(job)
     settings = step_settings(config, cfg.evaluation())
-    for step in set(frontier_steps(config.max_steps, cfg.evaluated_fractions(job)).values()):
+    for step in set(frontier_steps(config.max_steps, fractions).values()):
         weights = job.output_dir / "final" if step == config.max_steps else snapshot_path(job.output_dir, step)
         if (weights / "config.json").exists() and not step_done(rows_path(job.output_dir, step), settings):
             return False
@@ -62,7 +65,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
     """Run every unfinished job; returns wall seconds per job that ran (finished ones are skipped)."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
-    pending = [j for j in jobs if not j.done or (cfg.evaluated_fractions(j) and not frontier_done(cfg, j))]
+    pending = [j for j in jobs if not j.done or not frontier_done(cfg, j)]
     pending.sort(key=lambda j: cfg.seeds.index(j.seed))  # seed by seed: a study cut short holds whole seeds
     log(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already finished; running {len(pending)}")
     if evaluated and cfg.evaluation():  # the base model with the study's own settings (resumable)
@@ -113,7 +116,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         list(pool.map(run, pending))
-    failed = [j for j in pending if not j.done or (cfg.evaluated_fractions(j) and not frontier_done(cfg, j))]
+    failed = [j for j in pending if not j.done or not frontier_done(cfg, j)]
     if failed:
         raise JobsFailed(failed, len(jobs), errors)
     return seconds
