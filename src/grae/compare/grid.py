@@ -21,6 +21,7 @@ Example (``studies/*.yaml``)::
     selected_by: studies/pilot.yaml   # optional: the selecting study (or its seeds); overlapping seeds are refused
     verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
     rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rule)
+    # or: rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}
 
 ``eval:`` (``{exact, num_problems, n}``, instead of ``frontier_eval``): compare evaluates every model of
 the study itself with these held-out settings — the base model (``<output_dir>/base/frontier.jsonl``),
@@ -72,7 +73,8 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "paired_against": ((str, list), "a reference name or a list of them"),
     "selected_by": ((list, str), "a list of seeds or the selecting study's config path"),
     "verdict": ((str,), "text"),
-    "rule": ((dict,), "a mapping {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}"),
+    "rule": ((dict,), "a mapping {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}} or "
+                      "{non_inferior_every_k: {arm: A, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}"),
 }
 KEYS = set(STUDY_SCHEMA)
 REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
@@ -125,7 +127,7 @@ class CompareConfig:
     selected_by: list[int] = field(default_factory=list)
     #: the study's conclusion, printed under "Verdict"; refused with fewer than MIN_VERDICT_SEEDS seeds
     verdict: str = ""
-    #: the per-arm decision rule (grae.compare.rule.check_rule: ``{"keeps_passk": {...}}``); None = no rule
+    #: the per-arm decision rule (check_rule: ``{"keeps_passk": {...}}`` or ``{"non_inferior_every_k": {...}}``); None = no rule
     rule: dict[str, Any] | None = None
     #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
     #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
@@ -264,55 +266,53 @@ def load_compare_config(path: str | Path) -> CompareConfig:
     return cfg
 
 
-#: the rule's keys: name → (required, what it takes)
-KEEPS_PASSK_KEYS = {
-    "k": (True, "the deciding k, a power of two (e.g. 16)"),
-    "pass1_margin_vs_baseline": (True, "points, e.g. -2: pass@1(arm) − pass@1(baseline) must stay above it"),
-    "passk_margin_vs_base": (True, "points, e.g. -1: pass@k(arm) − pass@k(base) must stay above it"),
-    "min_seeds": (False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)"),
-    "baseline_pass1_margin_vs_oracle": (False, "points, e.g. 3: the baseline must beat the format-only oracle's "
-                                               "pass@1 by more (95 % lower bound), or the testbed failed"),
-}
-
-
 def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
-    """The study's ``rule`` normalised (``{"keeps_passk": {...}}`` with ``min_seeds`` filled in), or None;
-    ConfigError naming the key and the fix otherwise."""
+    """The study's ``rule`` normalised (``{name: {...}}`` with ``min_seeds`` filled in), or None; ConfigError
+    naming the key and the fix otherwise. Every rule is checked alike from its kind
+    (grae.compare.rule.rule_kinds: each key's type, then the kind's own study-level checks)."""
     if value is None:
         return None
-    example = "rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}"
-    if not isinstance(value, dict) or set(value) != {"keeps_passk"} or not isinstance(value["keeps_passk"], dict):
-        raise ConfigError(f"rule: expected {{keeps_passk: {{…}}}} (the one rule grae knows), got {value!r}; e.g. {example}")
-    spec = dict(value["keeps_passk"])
-    unknown = sorted(set(spec) - set(KEEPS_PASSK_KEYS))
+    from grae.compare.rule import rule_kinds
+
+    kinds = rule_kinds()
+    if not isinstance(value, dict) or len(value) != 1 or not set(value) <= set(kinds) or not isinstance(
+            next(iter(value.values())), dict):
+        raise ConfigError(f"rule: expected {' or '.join(f'{{{name}: {{…}}}}' for name in kinds)} (one of the rules grae "
+                          f"knows), got {value!r}; e.g. {' or '.join(kind.example for kind in kinds.values())}")
+    ((name, given),) = value.items()
+    kind, spec = kinds[name], dict(given)
+    unknown = sorted(set(spec) - set(kind.keys))
     if unknown:
-        raise ConfigError(f"rule.keeps_passk: unknown key(s) {unknown}; valid: {sorted(KEEPS_PASSK_KEYS)}")
-    for key, (required, what) in KEEPS_PASSK_KEYS.items():
+        raise ConfigError(f"rule.{name}: unknown key(s) {unknown}; valid: {sorted(kind.keys)}")
+    others = [m for m in cfg.methods if m != cfg.baseline]
+    for key, (required, what, kind_of) in kind.keys.items():
         if key not in spec:
             if required:
-                raise ConfigError(f"rule.keeps_passk.{key}: missing ({what}); e.g. {example}")
+                raise ConfigError(f"rule.{name}.{key}: missing ({what}); e.g. {kind.example}")
             continue
-        v = spec[key]
-        integer = key in ("k", "min_seeds")
-        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or (integer and v < 1) or (
-                key == "k" and v & (v - 1)) or not math.isfinite(v):
-            raise ConfigError(f"rule.keeps_passk.{key}: expected {what}, got {v!r}")
-    spec.setdefault("min_seeds", MIN_VERDICT_SEEDS)
+        if not _rule_value_ok(spec[key], kind_of, others):
+            raise ConfigError(f"rule.{name}.{key}: expected {what}, got {spec[key]!r}"
+                              + (f"; choose among {others}" if kind_of == "method" else ""))
+    if "min_seeds" in kind.keys:
+        spec.setdefault("min_seeds", MIN_VERDICT_SEEDS)
     if len(cfg.methods) < 2:
-        raise ConfigError("rule.keeps_passk: decides arms against the baseline; the study has no other method")
+        raise ConfigError(f"rule.{name}: decides arms against the baseline; the study has no other method")
     if not cfg.heldout:
-        raise ConfigError("rule.keeps_passk: reads held-out pass@k; a training-only study has none (add eval: {…})")
-    if not cfg.frontier:
-        raise ConfigError("rule.keeps_passk: needs the baseline's checkpoint frontier (an arm keeps only above it); "
-                          "give frontier: [0.25, 0.5, 0.75, 1.0]")
-    n = (cfg.eval or {}).get("n") or cfg.train_config(cfg.jobs()[0]).eval.n
-    if spec["k"] > n:
-        raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
-                          "raise eval.n")
-    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
-        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
-                          "exact rows; add eval: {exact: true}")
-    return {"keeps_passk": spec}
+        raise ConfigError(f"rule.{name}: reads held-out pass@k; a training-only study has none (add eval: {{…}})")
+    kind.check(spec, cfg)
+    return {name: spec}
+
+
+def _rule_value_ok(value: Any, kind_of: str, methods: list[str]) -> bool:
+    """Whether a rule key's ``value`` has its type (grae.compare.rule.RuleKey): ``method`` one of ``methods``;
+    ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1, ``power_of_two`` one that is."""
+    if kind_of == "method":
+        return isinstance(value, str) and value in methods
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    if kind_of in ("points", "margin"):
+        return kind_of == "points" or value <= 0
+    return isinstance(value, int) and value >= 1 and (kind_of == "count" or not value & (value - 1))
 
 
 def _frontier_methods(value, cfg: CompareConfig) -> list[str] | None:

@@ -99,12 +99,13 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
 
     allocation = update_allocation(results)
     rule = None
-    if study.rule:  # the per-arm decision rule: its answer is the report's first line
-        from grae.compare.rule import answer_line, decide, outcome_json, rule_lines
+    if study.rule:  # the study's decision rule (grae.compare.rule.rule_kinds): its answer is the report's first line
+        from grae.compare.rule import rule_kind
 
-        outcome = decide(results)
-        rule = outcome_json(outcome, answer_line(outcome, study.baseline))
-        sections = rule_lines(outcome, study.baseline) + sections
+        kind = rule_kind(study.rule)
+        outcome = kind.decide(results)
+        rule = kind.json(outcome, kind.answer_line(outcome, study.baseline))
+        sections = kind.lines(outcome, study.baseline) + sections
     first = results.jobs[study.methods[0]][study.seeds[0]].final
     n_min = min(int(c.n.min()) for by_seed in finals.values() for c in by_seed.values())
     lines = ([rule["answer"], ""] if rule else []) + heading_lines(results)
