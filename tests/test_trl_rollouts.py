@@ -94,7 +94,7 @@ def test_switched_off_or_not_applicable_the_trainer_calls_generate(model_dir, tm
 
 def test_rollout_options_refuse_unknown_keys_and_non_booleans():
     assert rollout_options(None) == RolloutOptions() and rollout_options({"rows_leave": False}).rows_leave is False
-    valid = "grae_decoding, rows_leave, share_prefill, shared_prompt_pass"
+    valid = "grae_decoding, rows_leave, share_prefill, shared_prompt_pass, trim_padding"
     with pytest.raises(ValueError, match=f"rollouts: unknown key 'share'; valid: {valid}"):
         rollout_options({"share": True})
     with pytest.raises(ValueError, match="rollouts.rows_leave: expected true or false, got 'no'"):
@@ -149,3 +149,48 @@ def test_shared_prompt_forward_gives_trls_logps_entropies_and_gradients(request,
         for name, grad in theirs[2].items():
             torch.testing.assert_close(ours[2][name], grad, rtol=1e-3, atol=1e-5, msg=name)
     assert shared == [True] * 3  # one call, then two row chunks of 4 (one prompt each)
+
+
+@pytest.mark.parametrize("loss", [{}, {"loss_agg_mode": "seq-mean-token-sum-norm"}], ids=["trl-loss", "grae-loss"])
+def test_loss_micro_batches_cut_to_their_longest_completion_train_as_the_full_width(standin, tmp_path, monkeypatch,  # noqa: F811
+                                                                                    loss):
+    """``rollouts.trim_padding``: each loss micro-batch drops the completion columns that are padding in all of
+    its rows, so TRL's forward and backward (and grae's loss) run over its own longest completion: the same
+    logged loss, gradient norm, entropy and final weights as the full-width pass, up to float rounding, with
+    the constant-length normaliser (Dr. GRPO's L = max_completion_length) unchanged."""
+    owner, name = (GraeTrainer, "_grae_loss") if loss else (GRPOTrainer, "_compute_loss")
+    inner = getattr(owner, name)
+    received: list[tuple[int, int]] = []  # what the loss itself receives: (width, its longest completion)
+
+    def spy(self, model, inputs):
+        mask = inputs["completion_mask"]
+        received.append((mask.size(1), int(mask.sum(1).max())))
+        return inner(self, model, inputs)
+
+    monkeypatch.setattr(owner, name, spy)
+
+    def trained(trim: bool):
+        config = {"max_completion_length": 16, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4}
+        trainer = make_trainer(standin, tmp_path / str(trim), "grpo", config=config, rollouts={"trim_padding": trim},
+                               **loss)
+        trainer.model.lm_head.weight.data[trainer.eos_token_ids[0]] *= 40  # some rows end early
+        received.clear()
+        trainer.train()
+        logs = [{k: v for k, v in entry.items() if k in ("loss", "grad_norm", "entropy")}
+                for entry in trainer.state.log_history]
+        return logs, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}, list(received)
+
+    full_logs, full_weights, full_widths = trained(False)
+    cut_logs, cut_weights, cut_widths = trained(True)
+    for full, cut in zip(full_logs, cut_logs, strict=True):
+        assert full.keys() == cut.keys()
+        for key in full:
+            assert cut[key] == pytest.approx(full[key], rel=1e-5, abs=1e-7), key
+    for name, weight in full_weights.items():
+        # Adam divides by each gradient's own scale, so float rounding in near-zero gradients reaches ~1e-6 here
+        # (lr 1e-3, 2 steps: an update moves a weight by up to 2e-3)
+        torch.testing.assert_close(cut_weights[name], weight, rtol=1e-5, atol=1e-5, msg=name)
+    assert len(cut_widths) == len(full_widths) == 8  # 2 steps x 4 micro-batches
+    assert [longest for _, longest in cut_widths] == [longest for _, longest in full_widths]
+    assert all(width == longest for width, longest in cut_widths)  # each micro-batch at its own longest completion
+    assert any(width > longest for width, longest in full_widths)  # where the full pass carried padding columns

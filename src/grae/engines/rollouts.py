@@ -30,8 +30,8 @@ _PLAIN_INPUTS = {"input_ids", "attention_mask", "generation_config"}
 
 @dataclass(frozen=True)
 class RolloutOptions:
-    """How GraeTrainer samples on TRL's plain ``generate`` path, and whether its loss pass shares each group's
-    prompt (``grae train``: ``rollouts:``)."""
+    """How GraeTrainer samples on TRL's plain ``generate`` path, and how its loss pass is shaped: each group's
+    prompt once, each micro-batch cut to its own longest completion (``grae train``: ``rollouts:``)."""
 
     #: decode with grae's sampling loop (grouped-query decoding, top-k nucleus); False: transformers' generate
     grae_decoding: bool = True
@@ -43,6 +43,11 @@ class RolloutOptions:
     #: (grae.engines.trl.prompt_forward): the same log-probs and gradients up to float rounding. Off by default
     #: in GraeTrainer, which then trains bit for bit as stock TRL; ``grae train`` turns it on
     shared_prompt_pass: bool = False
+    #: each loss micro-batch drops the completion columns that are padding in all of its rows (rows that ended
+    #: early), so its forward and backward run over its own longest completion instead of the generation
+    #: batch's: the same loss and gradients up to float rounding. Off by default in GraeTrainer (bit for bit
+    #: stock TRL); ``grae train`` turns it on
+    trim_padding: bool = False
 
 
 def rollout_options(value: RolloutOptions | dict[str, Any] | None) -> RolloutOptions:

@@ -67,18 +67,22 @@ def take_rows(batch: dict[str, Tensor], rows: Tensor) -> dict[str, Tensor]:
     return {key: value.index_select(0, rows.to(value.device)) for key, value in batch.items()}
 
 
-def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Drop columns that are padding in every row: prompt columns on the left, completion columns on
-    the right (widths follow ``prompt_mask`` and ``completion_mask``)."""
+def trim_padding(batch: dict, *, prompts: bool = True) -> dict:
+    """Drop columns that are padding in every row: prompt columns on the left (unless ``prompts`` is False),
+    completion columns on the right (widths follow ``prompt_mask`` and ``completion_mask``). Only per-row
+    tensors (first dimension B) are cut; anything else (multimodal inputs, scalars, None) passes through."""
     out = dict(batch)
+    rows = batch["completion_mask"].size(0)
     prompt_cols = batch["prompt_mask"].bool().any(dim=0).nonzero()
-    start = int(prompt_cols.min()) if prompt_cols.numel() else batch["prompt_mask"].size(1)
+    start = int(prompt_cols.min()) if prompt_cols.numel() and prompts else 0
     completion_cols = batch["completion_mask"].bool().any(dim=0).nonzero()
     end = int(completion_cols.max()) + 1 if completion_cols.numel() else 0
     completion_width = batch["completion_mask"].size(1)
     for key, value in batch.items():
+        if key in MULTIMODAL or not isinstance(value, Tensor) or value.dim() < 2 or value.size(0) != rows:
+            continue
         if key in LEFT_PADDED:
             out[key] = value[:, start:]
-        elif value.dim() >= 2 and value.size(1) == completion_width:
+        elif value.size(1) == completion_width:
             out[key] = value[:, :max(end, 1)]
     return out

@@ -135,14 +135,16 @@ class TrainConfig:
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     #: how rollouts are decoded on TRL's plain generate path (not vLLM), and the loss pass: {grae_decoding: true,
-    #: share_prefill: true, rows_leave: true, shared_prompt_pass: true} (grae.engines.rollouts.RolloutOptions).
+    #: share_prefill: true, rows_leave: true, shared_prompt_pass: true, trim_padding: true}
+    #: (grae.engines.rollouts.RolloutOptions).
     #: grae_decoding: grae's sampling loop (grae.eval.decode: grouped-query decoding, top-k nucleus) instead of
     #: TRL's model.generate, drawing the same tokens for the same seed; share_prefill: each prompt prefilled once
     #: for its num_generations copies; rows_leave: rows that have ended leave the batch (neither changes a token);
     #: shared_prompt_pass: the loss's forward and backward compute each group's prompt once
-    #: (grae.engines.trl.prompt_forward: the same log-probs up to float rounding; GraeTrainer's own default is
-    #: off, bit for bit stock TRL). false turns each off
-    rollouts: RolloutOptions = field(default_factory=lambda: RolloutOptions(shared_prompt_pass=True))
+    #: (grae.engines.trl.prompt_forward: the same log-probs up to float rounding); trim_padding: each loss
+    #: micro-batch runs over its own longest completion, not the generation batch's (the same loss up to float
+    #: rounding). GraeTrainer's own default has the last two off, bit for bit stock TRL. false turns each off
+    rollouts: RolloutOptions = field(default_factory=lambda: RolloutOptions(shared_prompt_pass=True, trim_padding=True))
     #: train a LoRA adapter instead of the full model: ``peft.LoraConfig`` keyword arguments (``{r: 16,
     #: lora_alpha: 32, target_modules: all-linear}``), passed to TRL as ``peft_config``; None = full fine-tune.
     #: ``final/`` then holds the adapter. Pushing to the hub is TRL's: ``trl: {push_to_hub: true, hub_model_id: …}``

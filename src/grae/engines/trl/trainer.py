@@ -21,6 +21,7 @@ from trl import GRPOTrainer
 from grae.advantage import EstimatorLike, check_context_supported
 from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
 from grae.engines.rollouts import RolloutOptions, decoding_generate, rollout_options
+from grae.engines.rows import trim_padding
 from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
 from grae.engines.trl.estimator import (
     ANSWER_CONTEXT,
@@ -70,8 +71,9 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         rollouts: :class:`~grae.engines.rollouts.RolloutOptions` (or a dict of its fields): on TRL's plain
             ``generate`` path, rollouts decode with grae's sampling loop (the same tokens as stock TRL; grouped-query
             decoding, top-k nucleus, shared prompt prefill, finished rows leaving), and the loss's forward computes
-            each group's prompt once (``shared_prompt_pass``: float rounding differs from TRL's pass). Default: all
-            on but ``shared_prompt_pass`` (``grae train`` turns it on).
+            each group's prompt once (``shared_prompt_pass``: float rounding differs from TRL's pass), each loss
+            micro-batch cut to its own longest completion (``trim_padding``: likewise). Default: all on but
+            ``shared_prompt_pass`` and ``trim_padding`` (``grae train`` turns them on).
     """
 
     record_generation_logprobs = True
@@ -196,8 +198,12 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         objective with the global normaliser N_kept / processes, as grae's ``seq-mean-*`` modes; with
         nothing dropped the factor is exactly 1 and the loss is stock TRL's, bit for bit. (A static
         ``entropy_coef`` bonus is rescaled with it on those batches.) Images and every other model input
-        reach the forward on both paths (:func:`~grae.engines.trl.loss.model_input_kwargs`).
+        reach the forward on both paths (:func:`~grae.engines.trl.loss.model_input_kwargs`). With
+        ``rollouts.trim_padding`` the micro-batch first drops the completion columns that are padding in all of
+        its rows (:func:`~grae.engines.rows.trim_padding`): masked columns, so every normaliser is unchanged.
         """
+        if self.grae_rollouts.trim_padding:  # this micro-batch's own longest completion (rows that ended early)
+            inputs = trim_padding(inputs, prompts=False)
         if self.grae_loss_agg_mode is None:
             return self._row_scaled(super()._compute_loss(model, inputs), inputs)
         return self._grae_loss(model, inputs)
