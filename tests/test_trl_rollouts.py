@@ -94,7 +94,7 @@ def test_switched_off_or_not_applicable_the_trainer_calls_generate(model_dir, tm
 
 def test_rollout_options_refuse_unknown_keys_and_non_booleans():
     assert rollout_options(None) == RolloutOptions() and rollout_options({"rows_leave": False}).rows_leave is False
-    valid = "grae_decoding, rows_leave, share_prefill, shared_prompt_pass, trim_padding"
+    valid = "grae_decoding, group_by_length, rows_leave, share_prefill, shared_prompt_pass, trim_padding"
     with pytest.raises(ValueError, match=f"rollouts: unknown key 'share'; valid: {valid}"):
         rollout_options({"share": True})
     with pytest.raises(ValueError, match="rollouts.rows_leave: expected true or false, got 'no'"):
@@ -194,3 +194,78 @@ def test_loss_micro_batches_cut_to_their_longest_completion_train_as_the_full_wi
     assert [longest for _, longest in cut_widths] == [longest for _, longest in full_widths]
     assert all(width == longest for width, longest in cut_widths)  # each micro-batch at its own longest completion
     assert any(width > longest for width, longest in full_widths)  # where the full pass carried padding columns
+
+
+def test_group_by_length_moves_every_row_entry_with_its_row():
+    """grae.engines.rows.group_by_length: rows re-split by completion length, shortest first, into as many
+    micro-batches of the same size; each row's tensors and list items stay together, 0-d tensors and None
+    stay, and a multimodal batch is left as TRL split it."""
+    from grae.engines.rows import group_by_length
+
+    lengths = [5, 1, 4, 1, 3, 0, 6, 2]  # rows 0-7, two chunks of 4
+    mask = torch.tensor([[1] * n + [0] * (6 - n) for n in lengths])  # [8, 6]
+    rows = torch.arange(8)
+    chunks = [{"completion_mask": mask[i:i + 4], "row": rows[i:i + 4], "texts": [f"r{j}" for j in range(i, i + 4)],
+               "num_items_in_batch": torch.tensor(22), "old_per_token_logps": None} for i in (0, 4)]
+    grouped = group_by_length(chunks)
+    assert [c["row"].tolist() for c in grouped] == [[5, 1, 3, 7], [4, 2, 0, 6]]  # stable: row 1 before row 3
+    for chunk in grouped:
+        assert chunk["texts"] == [f"r{j}" for j in chunk["row"].tolist()]
+        assert torch.equal(chunk["completion_mask"], mask[chunk["row"]])
+        assert chunk["num_items_in_batch"] is chunks[0]["num_items_in_batch"] and chunk["old_per_token_logps"] is None
+    images = [{**c, "pixel_values": torch.zeros(4, 3)} for c in chunks]
+    assert group_by_length(images) is images and group_by_length(chunks[:1]) == chunks[:1]
+
+
+@pytest.mark.parametrize("loss", [{}, {"loss_agg_mode": "seq-mean-token-sum-norm"}], ids=["trl-dapo", "grae-loss"])
+def test_rows_grouped_by_length_train_as_trls_random_split(standin, tmp_path, monkeypatch, loss):  # noqa: F811
+    """``rollouts.group_by_length`` with ``trim_padding``: the generation batch's rows fill the micro-batches by
+    completion length, each cut to its own longest row, for a fraction of TRL's columns; the loss (TRL's dapo:
+    token sums over the generation batch's count; grae's seq-mean-token-sum-norm) does not depend on the
+    split, so the logged loss, gradient norm and final weights match TRL's random split up to float rounding."""
+    owner, name = (GraeTrainer, "_grae_loss") if loss else (GRPOTrainer, "_compute_loss")
+    inner = getattr(owner, name)
+    received: list[tuple[int, int, int]] = []  # (width, longest completion, shortest completion) per micro-batch
+
+    def spy(self, model, inputs):
+        lengths = inputs["completion_mask"].sum(1)
+        received.append((inputs["completion_mask"].size(1), int(lengths.max()), int(lengths.min())))
+        return inner(self, model, inputs)
+
+    monkeypatch.setattr(owner, name, spy)
+
+    def trained(options: dict):
+        config = {"max_completion_length": 16, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
+                  "loss_type": "dapo"}
+        trainer = make_trainer(standin, tmp_path / str(len(options)), "grpo", config=config, rollouts=options, **loss)
+        trainer.model.lm_head.weight.data[trainer.eos_token_ids[0]] *= 40  # some rows end early
+        received.clear()
+        trainer.train()
+        logs = [{k: v for k, v in entry.items() if k in ("loss", "grad_norm")} for entry in trainer.state.log_history]
+        return logs, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}, list(received)
+
+    split_logs, split_weights, split_widths = trained({})
+    grouped_logs, grouped_weights, grouped_widths = trained({"trim_padding": True, "group_by_length": True})
+    for split, grouped in zip(split_logs, grouped_logs, strict=True):
+        assert split.keys() == grouped.keys()
+        for key in split:
+            assert grouped[key] == pytest.approx(split[key], rel=1e-5, abs=1e-7), key
+    for name, weight in split_weights.items():  # Adam amplifies float rounding in near-zero gradients (see above)
+        torch.testing.assert_close(grouped_weights[name], weight, rtol=1e-5, atol=1e-5, msg=name)
+    assert len(grouped_widths) == len(split_widths) == 8
+    for step in (grouped_widths[:4], grouped_widths[4:]):  # each step's micro-batches in order of length
+        assert all(a[1] <= b[2] for a, b in zip(step, step[1:]))
+        assert all(width == longest for width, longest, _ in step)
+    assert sum(w for w, _, _ in grouped_widths) < sum(w for w, _, _ in split_widths)
+
+
+def test_group_by_length_stays_off_where_the_loss_depends_on_the_split(standin, tmp_path, caplog):  # noqa: F811
+    """bnpo normalises each micro-batch by its own tokens: grouping by length would change the update, so the
+    trainer keeps TRL's random split and says why."""
+    with caplog.at_level("WARNING", logger="grae.engines.trl.trainer"):
+        bnpo = make_trainer(standin, tmp_path / "bnpo", "grpo", config={"loss_type": "bnpo"},
+                            rollouts={"group_by_length": True})
+    assert not bnpo._group_by_length
+    assert "rollouts.group_by_length: off for this run" in caplog.text and "bnpo" in caplog.text
+    dapo = make_trainer(standin, tmp_path / "dapo", "grpo", config={"loss_type": "dapo"}, rollouts={"group_by_length": True})
+    assert dapo._group_by_length

@@ -48,6 +48,14 @@ class RolloutOptions:
     #: batch's: the same loss and gradients up to float rounding. Off by default in GraeTrainer (bit for bit
     #: stock TRL); ``grae train`` turns it on
     trim_padding: bool = False
+    #: the generation batch's rows fill the loss micro-batches in order of completion length (HF's
+    #: ``group_by_length``, applied to rollouts), so that with ``trim_padding`` each micro-batch is cut to rows
+    #: of similar length. Only where the loss does not depend on how rows are split into micro-batches (TRL's
+    #: token-sum and per-row loss types, grae's loss modes; not bnpo, vespo, an entropy bonus or quantile,
+    #: Clip-Cov/KL-Cov, an auxiliary loss: there it stays off and says why). The same update up to float
+    #: rounding; per-micro-batch metrics (entropy, clip ratios) average other groupings. Off by default in
+    #: GraeTrainer; ``grae train`` turns it on
+    group_by_length: bool = False
 
 
 def rollout_options(value: RolloutOptions | dict[str, Any] | None) -> RolloutOptions:

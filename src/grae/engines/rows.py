@@ -86,3 +86,29 @@ def trim_padding(batch: dict, *, prompts: bool = True) -> dict:
         elif value.size(1) == completion_width:
             out[key] = value[:, :max(end, 1)]
     return out
+
+
+def group_by_length(chunks: list[dict]) -> list[dict]:
+    """TRL's micro-batches of one generation batch (``split_tensor_dict``'s equal chunks) split again by
+    completion length: the rows, stably sorted by their number of completion tokens, fill as many micro-batches
+    of the same size, so that each micro-batch's rows end near each other (with :func:`trim_padding`, a
+    shorter loss pass). Every per-row entry (a tensor with a first dimension, or a list) moves with its row;
+    0-d tensors and None are the same in every chunk and stay. A multimodal batch is returned as it is."""
+    first = chunks[0]
+    if len(chunks) < 2 or any(first.get(key) is not None for key in MULTIMODAL):
+        return chunks
+    size = first["completion_mask"].size(0)
+    per_row = [key for key, value in first.items() if isinstance(value, list) or (isinstance(value, Tensor) and value.dim() > 0)]
+    merged = {key: sum((c[key] for c in chunks), []) if isinstance(first[key], list) else torch.cat([c[key] for c in chunks])
+              for key in per_row}
+    order = torch.sort(merged["completion_mask"].sum(1), stable=True).indices  # [N], shortest first
+    out = []
+    for start in range(0, order.numel(), size):
+        rows = order[start:start + size]
+        chunk = dict(first)
+        for key, value in merged.items():
+            chunk[key] = ([value[i] for i in rows.tolist()] if isinstance(value, list)
+                          else value.index_select(0, rows.to(value.device)))
+        out.append(chunk)
+    return out
+

@@ -135,7 +135,7 @@ class TrainConfig:
     #: DAPO dynamic sampling and VADE-style prompt selection (grae.sampling.SamplingConfig; off by default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     #: how rollouts are decoded on TRL's plain generate path (not vLLM), and the loss pass: {grae_decoding: true,
-    #: share_prefill: true, rows_leave: true, shared_prompt_pass: true, trim_padding: true}
+    #: share_prefill: true, rows_leave: true, shared_prompt_pass: true, trim_padding: true, group_by_length: true}
     #: (grae.engines.rollouts.RolloutOptions).
     #: grae_decoding: grae's sampling loop (grae.eval.decode: grouped-query decoding, top-k nucleus) instead of
     #: TRL's model.generate, drawing the same tokens for the same seed; share_prefill: each prompt prefilled once
@@ -143,8 +143,11 @@ class TrainConfig:
     #: shared_prompt_pass: the loss's forward and backward compute each group's prompt once
     #: (grae.engines.trl.prompt_forward: the same log-probs up to float rounding); trim_padding: each loss
     #: micro-batch runs over its own longest completion, not the generation batch's (the same loss up to float
-    #: rounding). GraeTrainer's own default has the last two off, bit for bit stock TRL. false turns each off
-    rollouts: RolloutOptions = field(default_factory=lambda: RolloutOptions(shared_prompt_pass=True, trim_padding=True))
+    #: rounding); group_by_length: rows fill the micro-batches by completion length where the loss does not
+    #: depend on the split (same update up to float rounding). GraeTrainer's own default has the last three
+    #: off, bit for bit stock TRL. false turns each off
+    rollouts: RolloutOptions = field(default_factory=lambda: RolloutOptions(shared_prompt_pass=True, trim_padding=True,
+                                                                                              group_by_length=True))
     #: train a LoRA adapter instead of the full model: ``peft.LoraConfig`` keyword arguments (``{r: 16,
     #: lora_alpha: 32, target_modules: all-linear}``), passed to TRL as ``peft_config``; None = full fine-tune.
     #: ``final/`` then holds the adapter. Pushing to the hub is TRL's: ``trl: {push_to_hub: true, hub_model_id: …}``

@@ -82,6 +82,21 @@ class GraeLoss:
                 f"delta={getattr(args, 'delta', None)})."
             )
 
+    def _split_dependence(self) -> list[str]:
+        """What makes this loss depend on how the generation batch's rows are split into micro-batches (a
+        normaliser, quantile, mean or selection over one micro-batch's own tokens); empty when the summed
+        gradient is the same for every split into equal micro-batches (``rollouts.group_by_length``)."""
+        trl_loss = self.grae_loss_agg_mode is None
+        depends = {
+            "loss_type='bnpo' (normalised by the micro-batch's tokens)": trl_loss and self.loss_type == "bnpo",
+            "loss_type='vespo'": trl_loss and self.loss_type == "vespo",
+            "top_entropy_quantile < 1 (the micro-batch's entropy quantile)": self.top_entropy_quantile < 1.0,
+            "an entropy bonus (the micro-batch's mean entropy)": self.entropy_coef != 0.0 or self.use_adaptive_entropy,
+            "cov_loss (tokens selected within the micro-batch)": self.grae_cov_loss is not None,
+            "an auxiliary (MoE) loss": bool(self.aux_loss_enabled),
+        }
+        return [name for name, on in depends.items() if on]
+
     def _row_scaled(self, loss: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor:
         """TRL's loss of a micro-batch, times N / N_kept for TRL's per-row loss types (see
         :meth:`~grae.engines.trl.GraeTrainer._compute_loss`); unchanged for the token-level ones."""

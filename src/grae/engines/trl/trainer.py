@@ -21,7 +21,7 @@ from trl import GRPOTrainer
 from grae.advantage import EstimatorLike, check_context_supported
 from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
 from grae.engines.rollouts import RolloutOptions, decoding_generate, rollout_options
-from grae.engines.rows import trim_padding
+from grae.engines.rows import group_by_length, trim_padding
 from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
 from grae.engines.trl.estimator import (
     ANSWER_CONTEXT,
@@ -37,6 +37,8 @@ from grae.engines.trl.rewards import held_records, stop_on_total_reward_failure,
 from grae.engines.trl.sampling import SamplingRounds, _sampling_config
 from grae.loss import AGG_MODES
 from grae.sampling import SamplingConfig
+
+logger = logging.getLogger(__name__)
 
 
 class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, GRPOTrainer):
@@ -121,6 +123,11 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         super().__init__(*args, **kwargs)
         self._check_compatible()
         self._map_scale_rewards()
+        #: rollouts.group_by_length where the loss allows it
+        self._group_by_length = self.grae_rollouts.group_by_length and not self._split_dependence()
+        if self.grae_rollouts.group_by_length and not self._group_by_length:
+            logger.warning("rollouts.group_by_length: off for this run; the loss depends on how rows are split into "
+                           "micro-batches (%s), so they keep TRL's random split", "; ".join(self._split_dependence()))
         #: the estimator is TRL's own advantage (:meth:`_is_trl_algorithm`): TRL's tensor trains, as stock
         self.grae_trl_algorithm = self._is_trl_algorithm()
         self._last_rewards_per_func: torch.Tensor | None = None
@@ -158,6 +165,17 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         if mode == "train" and self.sampling.active:
             return self._sample_training_batch(inputs, generate)
         return self._score_with_estimator(generate(inputs), mode)
+
+    def _prepare_inputs(self, generation_batch):
+        """TRL's; with ``rollouts.group_by_length`` a generation batch it has just buffered is split again into
+        micro-batches by completion length (:func:`~grae.engines.rows.group_by_length`)."""
+        generates = self.model.training and (self._buffered_inputs is None or
+                                             self._step % (self.args.steps_per_generation * self.num_iterations) == 0)
+        inputs = super()._prepare_inputs(generation_batch)
+        if generates and self._group_by_length:
+            self._buffered_inputs = group_by_length(self._buffered_inputs)
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        return inputs
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's, recording the rollout log-probs where they apply (:meth:`_generate_recording_logps`), its plain
