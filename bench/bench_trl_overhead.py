@@ -164,7 +164,8 @@ def run_side(side: str, model_dir: str, args: dict, seed: int) -> tuple[list[flo
     if "answer_id" in _REGISTRY[args["estimator"]].requires:
         grae_kw["answer_fn"] = first_token
     sides = {"stock": (GRPOTrainer, {}),  # grae: as grae train runs it; grae-generate: as before issue 34
-             "grae": (GraeTrainer, {**grae_kw, "rollouts": {"shared_prompt_pass": True, "trim_padding": True}}),
+             "grae": (GraeTrainer, {**grae_kw, "rollouts": {"shared_prompt_pass": True, "trim_padding": True,
+                                                            "group_by_length": True}}),
              "grae-generate": (GraeTrainer, {**grae_kw, "rollouts": {"grae_decoding": False}})}
     cls, extra = sides[side]
     steps = run(cls, model_dir, args["steps"], seed=seed, extra=extra, prompts=args["prompts"],
