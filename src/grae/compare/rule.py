@@ -201,6 +201,12 @@ def decide(results: StudyResults) -> RuleOutcome:
     return RuleOutcome(k, (m1, m2), seeds, int(spec["min_seeds"]), decisions, baseline_vs_base, vs_oracle, learned)
 
 
+def pilot_line(rule: str, min_seeds: int) -> str:
+    """A rule's first line when the study has fewer seeds per arm than the rule needs."""
+    return (f"**Pilot: no verdict** ({rule}): fewer than the {min_seeds} seeds per arm the rule needs; "
+            "the rule's table below is a pilot's reading.")
+
+
 def answer_line(outcome: RuleOutcome, baseline: str) -> str:
     """The report's first line: which arms keep pass@k while raising pass@1, or that none does (or why
     there is no verdict)."""
@@ -208,8 +214,7 @@ def answer_line(outcome: RuleOutcome, baseline: str) -> str:
     rule = (f"rule `keeps_passk`, k = {k}, Holm over {len(arms)} arm{'s' * (len(arms) != 1)}, "
             f"{outcome.seeds} seed{'s' * (outcome.seeds != 1)}")
     if outcome.seeds < outcome.min_seeds:
-        return (f"**Pilot: no verdict** ({rule}): fewer than the {outcome.min_seeds} seeds per arm the rule needs; "
-                "the rule's table below is a pilot's reading.")
+        return pilot_line(rule, outcome.min_seeds)
     if not outcome.baseline_learned:
         iv = outcome.baseline_vs_oracle
         return (f"**No verdict: the testbed failed for these seeds** ({rule}): {baseline} − format-only oracle at "

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grae.compare.rule import ALPHA, RuleError, RuleKey, RuleKind, margin_p, needed
+from grae.compare.rule import ALPHA, RuleError, RuleKey, RuleKind, margin_p, needed, pilot_line
 from grae.compare.stats import Interval, crossed_interval, holm, holm_levels, paired_differences
 from grae.train.config import ConfigError
 
@@ -167,8 +167,7 @@ def answer_line(outcome: EveryKOutcome, baseline: str) -> str:
     rule = (f"rule `{NAME}`: {outcome.arm} − {baseline} at k = 1 … {outcome.ks[-1]}, margin {100 * outcome.margin:+.1f}, "
             f"Holm over {n_arms} arm{'s' * (n_arms != 1)} per k, {outcome.seeds} seed{'s' * (outcome.seeds != 1)}")
     if outcome.seeds < outcome.min_seeds:
-        return (f"**Pilot: no verdict** ({rule}): fewer than the {outcome.min_seeds} seeds per arm the rule needs; "
-                "the rule's table below is a pilot's reading.")
+        return pilot_line(rule, outcome.min_seeds)
     if not outcome.baseline_learned:
         return (f"**No verdict: this regime cannot test the claim** ({rule}): {baseline} − base at pass@1 is "
                 f"{_cell(outcome.baseline_vs_base)} (95 %), lower bound not above {100 * outcome.baseline_margin:+.1f}, "
