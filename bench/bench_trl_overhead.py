@@ -142,9 +142,9 @@ def main() -> None:
             peaks[side] = max(peaks[side], peak)
             print(f"round {r} {side}: median {statistics.median(steps[args.warmup:]):.3f} s/step, "
                   f"peak RSS {peak:.2f} GiB", flush=True)
-    print(f"\nmodel {args.model}{f' (recipe {args.recipe})' if args.recipe else ''}, {args.prompts} prompts x 8 samples "
-          f"of <= {args.max_completion_length} tokens, {args.threads} threads, {args.rounds} rounds x "
-          f"{args.steps - args.warmup} timed steps each, each run in its own process")
+    shape = f"recipe {args.recipe}'s batch shape" if args.recipe else f"{args.prompts} prompts x 8 samples"
+    print(f"\nmodel {args.model}, {shape}, completions of <= {args.max_completion_length} tokens, {args.threads} threads, "
+          f"{args.rounds} rounds x {args.steps - args.warmup} timed steps each, each run in its own process")
     base = statistics.median(times[sides[0]])
     print(f"| trainer | median s/step | ratio to {sides[0]} | peak RSS (GiB) |\n|---|---|---|---|")
     for side in sides:
