@@ -18,8 +18,8 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.compare.grid import ConfigError, load_compare_config  # noqa: E402
 from grae.compare.report import render, write_compare_report  # noqa: E402
 from grae.compare.results import JobResult, StudyInfo, StudyResults, from_summary  # noqa: E402
-from grae.compare.rule import rule_kind  # noqa: E402
 from grae.compare.rule_every_k import answer_line, decide  # noqa: E402
+from grae.compare.rules import rule_kind  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
 from test_compare_rule import BASE_P, PROBLEMS, by_hand, passk  # noqa: E402
 

@@ -51,6 +51,7 @@ from typing import Any
 import yaml
 
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
+from grae.compare.rule_spec import RULE_SPECS
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 
 #: every key of a study file: (the YAML types it takes, what it is); null is taken where a key is optional
@@ -268,19 +269,16 @@ def load_compare_config(path: str | Path) -> CompareConfig:
 
 def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
     """The study's ``rule`` normalised (``{name: {...}}`` with ``min_seeds`` filled in), or None; ConfigError
-    naming the key and the fix otherwise. Every rule is checked alike from its kind
-    (grae.compare.rule.rule_kinds: each key's type, then the kind's own study-level checks)."""
+    naming the key and the fix otherwise. Every rule is checked alike from its spec
+    (grae.compare.rule_spec.RULE_SPECS: each key's type, then the rule's own study-level checks)."""
     if value is None:
         return None
-    from grae.compare.rule import rule_kinds
-
-    kinds = rule_kinds()
-    if not isinstance(value, dict) or len(value) != 1 or not set(value) <= set(kinds) or not isinstance(
+    if not isinstance(value, dict) or len(value) != 1 or not set(value) <= set(RULE_SPECS) or not isinstance(
             next(iter(value.values())), dict):
-        raise ConfigError(f"rule: expected {' or '.join(f'{{{name}: {{…}}}}' for name in kinds)} (one of the rules grae "
-                          f"knows), got {value!r}; e.g. {' or '.join(kind.example for kind in kinds.values())}")
+        raise ConfigError(f"rule: expected {' or '.join(f'{{{name}: {{…}}}}' for name in RULE_SPECS)} (one of the rules "
+                          f"grae knows), got {value!r}; e.g. {' or '.join(kind.example for kind in RULE_SPECS.values())}")
     ((name, given),) = value.items()
-    kind, spec = kinds[name], dict(given)
+    kind, spec = RULE_SPECS[name], dict(given)
     unknown = sorted(set(spec) - set(kind.keys))
     if unknown:
         raise ConfigError(f"rule.{name}: unknown key(s) {unknown}; valid: {sorted(kind.keys)}")
@@ -304,7 +302,7 @@ def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
 
 
 def _rule_value_ok(value: Any, kind_of: str, methods: list[str]) -> bool:
-    """Whether a rule key's ``value`` has its type (grae.compare.rule.RuleKey): ``method`` one of ``methods``;
+    """Whether a rule key's ``value`` has its type (grae.compare.rule_spec.RuleKey): ``method`` one of ``methods``;
     ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1, ``power_of_two`` one that is."""
     if kind_of == "method":
         return isinstance(value, str) and value in methods

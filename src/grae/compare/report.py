@@ -99,8 +99,8 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
 
     allocation = update_allocation(results)
     rule = None
-    if study.rule:  # the study's decision rule (grae.compare.rule.rule_kinds): its answer is the report's first line
-        from grae.compare.rule import rule_kind
+    if study.rule:  # the study's decision rule (grae.compare.rules): its answer is the report's first line
+        from grae.compare.rules import rule_kind
 
         kind = rule_kind(study.rule)
         outcome = kind.decide(results)

@@ -32,8 +32,9 @@ The report's first line (:func:`answer_line`) names the arms that keep pass@k wh
 no verdict; with ``baseline_pass1_margin_vs_oracle`` set, a baseline whose pass@1 − format-only oracle
 95 % lower bound is at or below it did not learn, and the line says the testbed failed instead.
 
-Every rule a study can name is a :class:`RuleKind` (:func:`rule_kinds`: its keys, checks and four pure
-functions of the table), so ``grae.compare.grid.check_rule`` and the report call every rule alike; the
+Every rule a study can name has a spec (:data:`grae.compare.rule_spec.RULE_SPECS`: its keys and checks, read by
+``grae.compare.grid.check_rule``) and four pure functions of the table (:data:`grae.compare.rules.RULES`), so
+the study's loader and the report treat every rule alike; the
 second rule, ``non_inferior_every_k``, lives in :mod:`grae.compare.rule_every_k` and shares
 :func:`margin_p` and :func:`needed`.
 """
@@ -41,9 +42,8 @@ second rule, ``non_inferior_every_k``, lives in :mod:`grae.compare.rule_every_k`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -58,10 +58,8 @@ from grae.compare.stats import (
     paired_differences,
     variance_components,
 )
-from grae.train.config import ConfigError
 
 if TYPE_CHECKING:
-    from grae.compare.grid import CompareConfig
     from grae.compare.results import StudyResults
 
 class RuleError(ValueError):
@@ -273,78 +271,3 @@ def outcome_json(outcome: RuleOutcome, answer: str) -> dict[str, Any]:
                              "passk_vs_base": vars(d.passk_vs_base), "pass1_vs_base": vars(d.pass1_vs_base),
                              "point": list(d.point), "above_frontier": d.above, "resolve": d.resolve}
                      for d in outcome.arms}}
-
-
-class RuleKey(NamedTuple):
-    """One key of a rule's spec: whether it is required, what it takes (the words of its error) and its
-    type: ``points`` (a finite number), ``margin`` (points <= 0), ``count`` (an integer >= 1),
-    ``power_of_two`` (a count that is one) or ``method`` (a trained arm other than the baseline)."""
-
-    required: bool
-    what: str
-    type: str = "points"
-
-
-@dataclass(frozen=True)
-class RuleKind:
-    """One decision rule a study can name (``rule: {name: {…}}``): its keys, an example, the study-level
-    checks beyond each key's type (``check(spec, cfg)`` raises ConfigError naming the key and the fix),
-    and its pure functions of the table: ``decide(results)`` → outcome, ``answer_line(outcome, baseline)``
-    (the report's first line), ``lines(outcome, baseline)`` (its report section) and
-    ``json(outcome, answer)`` (``summary.json`` → ``rule``)."""
-
-    keys: dict[str, RuleKey]
-    example: str
-    check: Callable[[dict[str, Any], CompareConfig], None]
-    decide: Callable[[StudyResults], Any]
-    answer_line: Callable[[Any, str], str]
-    lines: Callable[[Any, str], list[str]]
-    json: Callable[[Any, str], dict[str, Any]]
-
-
-def evaluated_n(cfg: CompareConfig) -> int:
-    """The largest k the study's held-out rows will reach: ``eval.n``, else the first job's own ``eval.n``."""
-    return (cfg.eval or {}).get("n") or cfg.train_config(cfg.jobs()[0]).eval.n
-
-
-#: keeps_passk's keys
-KEEPS_PASSK_KEYS = {
-    "k": RuleKey(True, "the deciding k, a power of two (e.g. 16)", "power_of_two"),
-    "pass1_margin_vs_baseline": RuleKey(True, "points, e.g. -2: pass@1(arm) − pass@1(baseline) must stay above it"),
-    "passk_margin_vs_base": RuleKey(True, "points, e.g. -1: pass@k(arm) − pass@k(base) must stay above it"),
-    "min_seeds": RuleKey(False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)", "count"),
-    "baseline_pass1_margin_vs_oracle": RuleKey(False, "points, e.g. 3: the baseline must beat the format-only "
-                                                      "oracle's pass@1 by more (95 % lower bound), or the testbed failed"),
-}
-
-
-def check_keeps(spec: dict[str, Any], cfg: CompareConfig) -> None:
-    """keeps_passk's study-level needs: the baseline's frontier, rows that reach k, exact rows for the oracle."""
-    if not cfg.frontier:
-        raise ConfigError("rule.keeps_passk: needs the baseline's checkpoint frontier (an arm keeps only above it); "
-                          "give frontier: [0.25, 0.5, 0.75, 1.0]")
-    n = evaluated_n(cfg)
-    if spec["k"] > n:
-        raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
-                          "raise eval.n")
-    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
-        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
-                          "exact rows; add eval: {exact: true}")
-
-
-KEEPS_PASSK = RuleKind(KEEPS_PASSK_KEYS, "rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}",
-                       check_keeps, decide, answer_line, rule_lines, outcome_json)
-
-
-def rule_kinds() -> dict[str, RuleKind]:
-    """Every rule a study can name: name → kind (imported here, not at the top: rule_every_k imports this
-    module's helpers)."""
-    from grae.compare.rule_every_k import NON_INFERIOR_EVERY_K
-
-    return {"keeps_passk": KEEPS_PASSK, "non_inferior_every_k": NON_INFERIOR_EVERY_K}
-
-
-def rule_kind(rule: dict[str, Any]) -> RuleKind:
-    """The kind of a study's normalised ``rule`` (``{name: spec}``, grae.compare.grid.check_rule)."""
-    (name,) = rule
-    return rule_kinds()[name]

@@ -33,24 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grae.compare.rule import ALPHA, RuleError, RuleKey, RuleKind, margin_p, needed, pilot_line
+from grae.compare.rule import ALPHA, RuleError, margin_p, needed, pilot_line
 from grae.compare.stats import Interval, crossed_interval, holm, holm_levels, paired_differences
-from grae.train.config import ConfigError
 
 if TYPE_CHECKING:
-    from grae.compare.grid import CompareConfig
     from grae.compare.results import StudyResults
 
 NAME = "non_inferior_every_k"
 
-KEYS = {
-    "arm": RuleKey(True, "the claim's arm: a method of this study other than the baseline", "method"),
-    "margin_vs_baseline": RuleKey(True, "points <= 0, e.g. -1: at k the arm holds when pass@k(arm) − "
-                                        "pass@k(baseline) has its lower bound above it", "margin"),
-    "baseline_pass1_margin_vs_base": RuleKey(True, "points, e.g. 3: the baseline's pass@1 − base must have its 95 % "
-                                                   "lower bound above it, or the regime cannot test the claim"),
-    "min_seeds": RuleKey(False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)", "count"),
-}
 
 
 @dataclass
@@ -100,13 +90,6 @@ class EveryKOutcome:
     @property
     def claim(self) -> ArmReading:
         return self.arms[0]
-
-
-def check(spec: dict[str, Any], cfg: CompareConfig) -> None:
-    """The rule reads the base model's pass@1 from compare's own evaluation of every model: it needs ``eval``."""
-    if not cfg.eval:
-        raise ConfigError(f"rule.{NAME}: reads the base model's pass@1 (did {cfg.baseline} learn?) from compare's own "
-                          "evaluation of every model; give the study eval: {exact: true} or eval: {n: N}")
 
 
 def judge(k: int, values: np.ndarray, interval: Interval, level: float, p: float, p_holm: float,
@@ -231,7 +214,3 @@ def outcome_json(outcome: EveryKOutcome, answer: str) -> dict[str, Any]:
                                                   "resolve": at.resolve} for at in a.by_k}}
                      for a in outcome.arms}}
 
-
-NON_INFERIOR_EVERY_K = RuleKind(
-    KEYS, f"rule: {{{NAME}: {{arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3, min_seeds: 5}}}}",
-    check, decide, answer_line, rule_lines, outcome_json)

@@ -1,0 +1,98 @@
+"""What a study's ``rule:`` key may hold, checked when the study loads (:func:`grae.compare.grid.check_rule`):
+each rule's keys with their types, an example, and its study-level checks.
+
+The rules themselves (pure functions of a study's table) are :mod:`grae.compare.rule` (``keeps_passk``) and
+:mod:`grae.compare.rule_every_k` (``non_inferior_every_k``). This module sits below them and below
+``grid``, so loading a study never imports the rules' statistics (nor, through them, the report's layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from grae.train.config import ConfigError
+
+#: a study's config (grae.compare.grid.CompareConfig; named loosely: this module sits below grid)
+CompareConfig = Any
+
+
+class RuleKey(NamedTuple):
+    """One key of a rule's spec: whether it is required, what it takes (the words of its error) and its
+    type: ``points`` (a finite number), ``margin`` (points <= 0), ``count`` (an integer >= 1),
+    ``power_of_two`` (a count that is one) or ``method`` (a trained arm other than the baseline)."""
+
+    required: bool
+    what: str
+    type: str = "points"
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One rule's spec: its keys, an example, and the study-level checks beyond each key's type
+    (``check(spec, cfg)`` raises ConfigError naming the key and the fix)."""
+
+    keys: dict[str, RuleKey]
+    example: str
+    check: Callable[[dict[str, Any], CompareConfig], None]
+
+
+def evaluated_n(cfg: CompareConfig) -> int:
+    """The largest k the study's held-out rows will reach: ``eval.n``, else the first job's own ``eval.n``."""
+    return (cfg.eval or {}).get("n") or cfg.train_config(cfg.jobs()[0]).eval.n
+
+
+MIN_SEEDS_KEY = RuleKey(False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)", "count")
+
+#: keeps_passk's keys (grae.compare.rule)
+KEEPS_PASSK_KEYS = {
+    "k": RuleKey(True, "the deciding k, a power of two (e.g. 16)", "power_of_two"),
+    "pass1_margin_vs_baseline": RuleKey(True, "points, e.g. -2: pass@1(arm) − pass@1(baseline) must stay above it"),
+    "passk_margin_vs_base": RuleKey(True, "points, e.g. -1: pass@k(arm) − pass@k(base) must stay above it"),
+    "min_seeds": MIN_SEEDS_KEY,
+    "baseline_pass1_margin_vs_oracle": RuleKey(False, "points, e.g. 3: the baseline must beat the format-only "
+                                                      "oracle's pass@1 by more (95 % lower bound), or the testbed failed"),
+}
+
+
+def check_keeps(spec: dict[str, Any], cfg: CompareConfig) -> None:
+    """keeps_passk's study-level needs: the baseline's frontier, rows that reach k, exact rows for the oracle."""
+    if not cfg.frontier:
+        raise ConfigError("rule.keeps_passk: needs the baseline's checkpoint frontier (an arm keeps only above it); "
+                          "give frontier: [0.25, 0.5, 0.75, 1.0]")
+    n = evaluated_n(cfg)
+    if spec["k"] > n:
+        raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
+                          "raise eval.n")
+    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
+        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
+                          "exact rows; add eval: {exact: true}")
+
+
+#: non_inferior_every_k's keys (grae.compare.rule_every_k)
+EVERY_K_KEYS = {
+    "arm": RuleKey(True, "the claim's arm: a method of this study other than the baseline", "method"),
+    "margin_vs_baseline": RuleKey(True, "points <= 0, e.g. -1: at k the arm holds when pass@k(arm) − "
+                                        "pass@k(baseline) has its lower bound above it", "margin"),
+    "baseline_pass1_margin_vs_base": RuleKey(True, "points, e.g. 3: the baseline's pass@1 − base must have its 95 % "
+                                                   "lower bound above it, or the regime cannot test the claim"),
+    "min_seeds": MIN_SEEDS_KEY,
+}
+
+
+def check_every_k(spec: dict[str, Any], cfg: CompareConfig) -> None:
+    """The rule reads the base model's pass@1 from compare's own evaluation of every model: it needs ``eval``."""
+    if not cfg.eval:
+        raise ConfigError("rule.non_inferior_every_k: reads the base model's pass@1 (did "
+                          f"{cfg.baseline} learn?) from compare's own evaluation of every model; give the study "
+                          "eval: {exact: true} or eval: {n: N}")
+
+
+#: every rule a study can name: name → its spec
+RULE_SPECS = {
+    "keeps_passk": RuleSpec(KEEPS_PASSK_KEYS, "rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, "
+                                              "passk_margin_vs_base: -1}}", check_keeps),
+    "non_inferior_every_k": RuleSpec(EVERY_K_KEYS, "rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, "
+                                                   "baseline_pass1_margin_vs_base: 3, min_seeds: 5}}", check_every_k),
+}
