@@ -567,7 +567,8 @@ def test_unreachable_hub_model_fails_with_a_clear_message(tmp_path, monkeypatch)
     def offline(*args, **kwargs):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
 
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", offline)
+    for loader in (transformers.AutoConfig, transformers.AutoTokenizer):  # the first hub call fails at once (no
+        monkeypatch.setattr(loader, "from_pretrained", offline)  # ~20 s of network retries on a closed machine)
     data = write_jsonl(tmp_path / "m.jsonl", [{"problem": "1+1?", "answer": "2"}])
     result = CliRunner().invoke(cli(), ["eval", "someorg/some-model", "--tasks", f"math500={data}", "--n", "2",
                                         "--output", str(tmp_path / "out"), "--backend", "hf"])
