@@ -199,6 +199,11 @@ def decide(results: StudyResults) -> RuleOutcome:
     return RuleOutcome(k, (m1, m2), seeds, int(spec["min_seeds"]), decisions, baseline_vs_base, vs_oracle, learned)
 
 
+def cell(iv: Interval) -> str:
+    """An interval in points: ``mean [lo, hi]``."""
+    return f"{100 * iv.mean:+.1f} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}]"
+
+
 def pilot_line(rule: str, min_seeds: int) -> str:
     """A rule's first line when the study has fewer seeds per arm than the rule needs."""
     return (f"**Pilot: no verdict** ({rule}): fewer than the {min_seeds} seeds per arm the rule needs; "
@@ -230,9 +235,6 @@ def rule_lines(outcome: RuleOutcome, baseline: str) -> list[str]:
     """The report's rule section: the procedure, one row per arm at its Holm level, what would resolve
     each inconclusive arm, and the baseline's own pass@k − base beside it."""
     k, (m1, m2) = outcome.k, outcome.margins
-
-    def cell(iv: Interval) -> str:
-        return f"{100 * iv.mean:+.1f} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}]"
 
     lines = ["", f"## Decision rule: does an arm keep pass@{k}? (points; intervals at each arm's Holm level)", "",
              f"Per arm other than {baseline} (grae.compare.rule): d₁ = pass@1 − {baseline} (paired by seed), "

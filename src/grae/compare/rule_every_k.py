@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grae.compare.rule import ALPHA, RuleError, margin_p, needed, pilot_line
+from grae.compare.rule import ALPHA, RuleError, cell, margin_p, needed, pilot_line
 from grae.compare.stats import Interval, crossed_interval, holm, holm_levels, paired_differences
 
 if TYPE_CHECKING:
@@ -135,10 +135,6 @@ def decide(results: StudyResults) -> EveryKOutcome:
                          baseline_vs_base, spec["baseline_pass1_margin_vs_base"] / 100)
 
 
-def _cell(iv: Interval) -> str:
-    return f"{100 * iv.mean:+.1f} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}]"
-
-
 def _ks(ks: list[int]) -> str:
     return ", ".join(map(str, ks)) if ks else "–"
 
@@ -153,7 +149,7 @@ def answer_line(outcome: EveryKOutcome, baseline: str) -> str:
         return pilot_line(rule, outcome.min_seeds)
     if not outcome.baseline_learned:
         return (f"**No verdict: this regime cannot test the claim** ({rule}): {baseline} − base at pass@1 is "
-                f"{_cell(outcome.baseline_vs_base)} (95 %), lower bound not above {100 * outcome.baseline_margin:+.1f}, "
+                f"{cell(outcome.baseline_vs_base)} (95 %), lower bound not above {100 * outcome.baseline_margin:+.1f}, "
                 f"so {baseline} did not learn.")
     claim_text = f"{outcome.arm} ≥ {baseline} at every k"
     if claim.reading == "supported":
@@ -186,7 +182,7 @@ def rule_lines(outcome: EveryKOutcome, baseline: str) -> list[str]:
     lines += [f"| {a.arm}{' (the claim)' if a is outcome.claim else ''} | **{a.reading}** | {_ks(a.ks('holds'))} | "
               f"{_ks(a.ks('fails'))} | {_ks(a.ks('undecided'))} |" for a in outcome.arms]
     lines += ["", f"| arm | k | d_k = pass@k − {baseline} | level | p | p_holm | at k |", "|---|" + "---|" * 6]
-    lines += [f"| {a.arm} | {at.k} | {_cell(at.interval)} | {100 * at.level:.2f}% | {at.p:.3g} | {at.p_holm:.3g} | "
+    lines += [f"| {a.arm} | {at.k} | {cell(at.interval)} | {100 * at.level:.2f}% | {at.p:.3g} | {at.p_holm:.3g} | "
               f"**{at.decision}**" + (f" (also lower bound > {m:+.1f})" if at.decision == "fails" and
                                       at.interval.lo > outcome.margin else "") + " |"
               for a in outcome.arms for at in a.by_k]
@@ -194,9 +190,9 @@ def rule_lines(outcome: EveryKOutcome, baseline: str) -> list[str]:
     if undecided:
         lines += ["", "What would decide the undecided k (if each mean and variance component stayed as measured; at "
                   "today's t quantile and level):", ""]
-        lines += [f"- {arm} at k = {at.k}, {_cell(at.interval)}: {at.resolve}" for arm, at in undecided]
+        lines += [f"- {arm} at k = {at.k}, {cell(at.interval)}: {at.resolve}" for arm, at in undecided]
     learned = "learned" if outcome.baseline_learned else "did not learn: no verdict"
-    lines += ["", f"{baseline} − base at pass@1: {_cell(outcome.baseline_vs_base)} (95 %): {baseline} {learned} (lower "
+    lines += ["", f"{baseline} − base at pass@1: {cell(outcome.baseline_vs_base)} (95 %): {baseline} {learned} (lower "
               f"bound {'above' if outcome.baseline_learned else 'not above'} {100 * outcome.baseline_margin:+.1f}).", ""]
     return lines
 
