@@ -169,10 +169,9 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
     def _prepare_inputs(self, generation_batch):
         """TRL's; with ``rollouts.group_by_length`` a generation batch it has just buffered is split again into
         micro-batches by completion length (:func:`~grae.engines.rows.group_by_length`)."""
-        generates = self.model.training and (self._buffered_inputs is None or
-                                             self._step % (self.args.steps_per_generation * self.num_iterations) == 0)
+        buffered = self._buffered_inputs
         inputs = super()._prepare_inputs(generation_batch)
-        if generates and self._group_by_length:
+        if self._group_by_length and self._buffered_inputs is not buffered:  # TRL generated and buffered anew
             self._buffered_inputs = group_by_length(self._buffered_inputs)
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         return inputs
