@@ -16,6 +16,11 @@ def register(app: typer.Typer) -> None:
         report_only: bool = typer.Option(False, "--report-only", help="Aggregate finished jobs without running any."),
         output: str | None = typer.Option(None, "--output", "-o", help="With a summary.json: where to write the "
                                           "re-rendered report [default: the summary's folder]."),
+        parallel: int | None = typer.Option(None, "--parallel", min=1, help="Jobs at once on this machine [default: "
+                                            "the study's parallel]; changes no job."),
+        seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds of the study to run in this "
+                                         "sitting (another machine runs the rest); the report still reads every "
+                                         "finished job [default: all]."),
     ) -> None:
         """Run methods × seeds of `grae train` (skipping finished jobs) and report pass@k with
         confidence intervals, paired differences against the baseline and training dynamics."""
@@ -42,6 +47,9 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "config error", err)
             raise typer.Exit(2) from None
+        if parallel is not None:
+            cfg.parallel = parallel
+        chosen = _chosen_seeds(console, seeds, cfg.seeds)
         if report_only:
             from grae.compare.runner import frontier_done
 
@@ -59,12 +67,22 @@ def register(app: typer.Typer) -> None:
             from grae.compare.runner import JobsFailed
 
             try:
-                seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+                seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
+                                   seeds=chosen)
             except JobsFailed as err:
                 error(console, "error:", err)
                 raise typer.Exit(1) from None
             if seconds:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
+            if chosen is not None:
+                from grae.compare.runner import frontier_done
+
+                left = [job for job in cfg.jobs() if not job.done or not frontier_done(cfg, job)]
+                if left:
+                    console.print(f"report: not written: {len(left)} of {len(cfg.jobs())} jobs (seeds outside --seeds) "
+                                  "have not finished; the sitting that runs them writes it", markup=False,
+                                  highlight=False, soft_wrap=True)
+                    return
         from grae.compare.rule import RuleError
 
         try:
@@ -73,6 +91,22 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", err)
             raise typer.Exit(1) from None
         console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _chosen_seeds(console, text: str | None, study_seeds: list[int]) -> list[int] | None:
+    """``--seeds``' list, each one of the study's (exit 2 naming the flag otherwise)."""
+    if text is None:
+        return None
+    try:
+        chosen = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        chosen = []
+    unknown = [s for s in chosen if s not in study_seeds]
+    if not chosen or unknown:
+        error(console, "error:", f"--seeds {text!r}: give comma-separated seeds of the study "
+              f"({', '.join(map(str, study_seeds))})" + (f"; not in it: {unknown}" if unknown else ""))
+        raise typer.Exit(2)
+    return chosen
 
 
 def _rerender(summary: str, report_only: bool, output: str | None) -> None:

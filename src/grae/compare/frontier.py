@@ -172,7 +172,9 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
             log(f"frontier: step {step} already evaluated with {settings}")
             out[step] = path
             continue
-        model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
+        # fp32 wherever it runs: on CUDA (a lent GPU) the exact log-probs agree with the CPU's to float rounding
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(device)
         tokenizer = AutoTokenizer.from_pretrained(weights)
         curve = evaluate_heldout(cfg, model, tokenizer, heldout, task, path,
                                  lambda line, s=step: log(f"step {s} {line}"), identity=f"{cfg.output_dir}@step-{step}",

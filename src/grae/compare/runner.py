@@ -61,13 +61,16 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
     return True
 
 
-def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
-    """Run every unfinished job; returns wall seconds per job that ran (finished ones are skipped)."""
+def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None) -> dict[str, float]:
+    """Run every unfinished job (of ``seeds`` only, when given: a sitting that shares the study's seeds
+    with another machine); returns wall seconds per job that ran (finished ones are skipped)."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
-    pending = [j for j in jobs if not j.done or not frontier_done(cfg, j)]
+    pending = [j for j in jobs if (seeds is None or j.seed in seeds) and (not j.done or not frontier_done(cfg, j))]
     pending.sort(key=lambda j: cfg.seeds.index(j.seed))  # seed by seed: a study cut short holds whole seeds
-    log(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already finished; running {len(pending)}")
+    finished = sum(j.done and frontier_done(cfg, j) for j in jobs)
+    log(f"{finished} of {len(jobs)} jobs already finished; running {len(pending)}"
+        + (f" (seeds {', '.join(map(str, seeds))} only)" if seeds is not None else ""))
     if evaluated and cfg.evaluation():  # the base model with the study's own settings (resumable)
         base_frontier_evaluation(cfg, jobs[0], log)
     if not pending:
@@ -118,7 +121,7 @@ def run_jobs(cfg: CompareConfig, *, log=print) -> dict[str, float]:
         list(pool.map(run, pending))
     failed = [j for j in pending if not j.done or not frontier_done(cfg, j)]
     if failed:
-        raise JobsFailed(failed, len(jobs), errors)
+        raise JobsFailed(failed, sum(seeds is None or j.seed in seeds for j in jobs), errors)
     return seconds
 
 
