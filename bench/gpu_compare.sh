@@ -34,6 +34,9 @@ if [ ! -d /tmp/site ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+python3 -c 'import sys, torch, transformers, trl, datasets, reasoning_gym, math_verify, grae.engines.trl
+print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__,
+      "trl", trl.__version__, "datasets", datasets.__version__, "cuda", torch.cuda.is_available())' || exit 1
 python3 studies/study_rows.py unpack "$study" || exit 1
 mkdir -p runs
 log=runs/compare_$name.log
