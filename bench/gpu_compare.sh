@@ -15,13 +15,18 @@
 #
 # Steps: restore the study's committed rows (`study_rows.py unpack`: finished jobs are not rerun), run
 # `grae compare STUDY --parallel $PARALLEL [--seeds $SEEDS]` in the background, stop it SECONDS (default
-# 540) after this script began (jobs cut short are lost: their checkpoints stay there), pack every finished
-# job (`study_rows.py pack`) and write $OUT/rows.tgz (studies/rows/<study>/, the compare log, each job's
-# progress and the GPU's use). Back here: `tar xzf rows.tgz`, then `python studies/study_rows.py unpack`.
+# 520) after this script began (jobs cut short are lost: their checkpoints stay there), and bring back
+# $OUT/jobs_raw.tgz (every job's files but weights and sample rows, the compare log, the GPU's use) and
+# $OUT/rows.tgz (studies/rows/<study>/: `study_rows.py pack`'s archives of the finished jobs). The two take
+# ~40 s after the stop: give the device call a timeout_s >= SECONDS + 60. Back here: `tar xzf rows.tgz`, copy
+# the new archives into studies/rows/<study>/, then `python studies/study_rows.py unpack STUDY`.
+#
+# Measured (2026-11-26, lent H100, studies/design/decisive_r4.yaml, PARALLEL=16): 16 jobs of 512 steps with
+# exact evaluation in 291-332 s at once (GPU 99 % busy, 21.6 GB); the install and import check take ~60 s.
 set -u
 start=$(date +%s)
 study=$1
-budget=${2:-540}
+budget=${2:-520}
 name=$(basename "$study" .yaml)
 if [ ! -d /tmp/site ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -59,13 +64,12 @@ else
   echo "FINISHED after $(( $(date +%s) - start ))s"
 fi
 wait "$pid" 2>/dev/null
-tail -25 "$log"
-python3 studies/study_rows.py pack "$study"
+grep -v -e SyntaxWarning -e 'memoize is' "$log" | tail -25
 out=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["output_dir"])' "$study")
-# how far each job got: its last logged step (the finished ones are in the archives)
-for metrics in "$out"/jobs/*/seed*/metrics.jsonl; do
-  echo "$(dirname "$metrics") $(tail -1 "$metrics" | python3 -c 'import json, sys; print("step", json.loads(sys.stdin.read() or "{}").get("step"))')"
-done > runs/progress.txt
-cat runs/progress.txt
-tar czf "$OUT/rows.tgz" "studies/rows/$name" "$log" runs/progress.txt runs/gpu_use.csv
+# first, without Python's imports, every job's files less its weights and sample rows (what pack would
+# archive, and the unfinished jobs' logs); then the archives themselves (pack imports grae: ~25 s there)
+tar czf "$OUT/jobs_raw.tgz" --exclude=checkpoints --exclude=snapshots --exclude=final --exclude='*.safetensors' \
+  --exclude=before.jsonl --exclude='frontier/step-*.jsonl' "$out/jobs" "$log" runs/gpu_use.csv
+python3 studies/study_rows.py pack "$study" 2>&1 | grep -v -e SyntaxWarning -e 'memoize is'
+tar czf "$OUT/rows.tgz" "studies/rows/$name"
 ls -la "$OUT"
