@@ -2,7 +2,7 @@
 # Run a sitting of `grae compare STUDY` on a lent GPU machine that has PyTorch but no network and no grae
 # extras, and bring back the finished jobs' rows (studies/study_rows.py's archives) in one file.
 #
-#   [SEEDS=301,302] [PARALLEL=20] bench/gpu_compare.sh STUDY.yaml [SECONDS]
+#   [SEEDS=301,302] [PARALLEL=16] bench/gpu_compare.sh STUDY.yaml [SECONDS]
 #
 # Needs the train extra's missing packages as Python 3.12 wheels in .whl/ (not committed; list it in
 # .git/info/exclude), carried to the machine: trl 1.16.0, transformers 5.10.4, tokenizers 0.22.2,
@@ -45,7 +45,7 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "transformer
 python3 studies/study_rows.py unpack "$study" || exit 1
 mkdir -p runs
 log=runs/compare_$name.log
-args=(--parallel "${PARALLEL:-20}")
+args=(--parallel "${PARALLEL:-16}")
 [ -n "${SEEDS:-}" ] && args+=(--seeds "$SEEDS")
 echo "grae compare $study ${args[*]}"
 set -m  # the compare runs in a process group of its own, so stopping it stops its jobs too
@@ -69,7 +69,7 @@ out=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["out
 # first, without Python's imports, every job's files less its weights and sample rows (what pack would
 # archive, and the unfinished jobs' logs); then the archives themselves (pack imports grae: ~25 s there)
 tar czf "$OUT/jobs_raw.tgz" --exclude=checkpoints --exclude=snapshots --exclude=final --exclude='*.safetensors' \
-  --exclude=before.jsonl --exclude='frontier/step-*.jsonl' "$out/jobs" "$log" runs/gpu_use.csv
+  --exclude=before.jsonl --exclude='frontier/step-*.jsonl' --exclude=train.log "$out/jobs" "$log" runs/gpu_use.csv
 python3 studies/study_rows.py pack "$study" 2>&1 | grep -v -e SyntaxWarning -e 'memoize is'
 tar czf "$OUT/rows.tgz" "studies/rows/$name"
 ls -la "$OUT"
