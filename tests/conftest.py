@@ -13,14 +13,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 # `make test` runs on two pytest-xdist workers (`-n 2 --dist loadgroup`). The 2-process torchrun tests
-# use both cores themselves: they share one group, so they run one after another on one worker while
-# the other worker takes the single-process tests.
-MULTIPROCESS_MODULES = {"test_distributed.py", "test_integrity_multiprocess.py"}
-
-
-def pytest_collection_modifyitems(config, items):
-    import pytest
-
-    for item in items:
-        if item.path.name in MULTIPROCESS_MODULES:
-            item.add_marker(pytest.mark.xdist_group("multiprocess"))
+# use both cores themselves: their modules (test_distributed.py, test_integrity_multiprocess.py) share
+# one group (their `pytestmark`), so they run one after another on one worker while the other worker takes
+# the single-process tests. (A marker added here in pytest_collection_modifyitems came after xdist had
+# named the groups, so it grouped nothing.)

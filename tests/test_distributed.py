@@ -41,7 +41,8 @@ from mp_worker import MODES, G  # noqa: E402
 from strategies import general_names  # noqa: E402
 from timeouts import scaled  # noqa: E402
 
-pytestmark = pytest.mark.distributed
+# both torchrun modules share one xdist group: one worker runs them one after another (tests/conftest.py)
+pytestmark = [pytest.mark.distributed, pytest.mark.xdist_group("multiprocess")]
 WORKER = Path(__file__).with_name("mp_worker.py")
 DISAGREEMENTS = ["all_correct_vs_mixed", "missing_on_one_rank", "raising_on_one_rank", "all_raising_on_one_rank",
                  "inf_on_one_rank"]

@@ -24,7 +24,8 @@ from test_train_run import SMALL, wait_for_steps  # noqa: E402
 from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+# both torchrun modules share one xdist group: one worker runs them one after another (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.xdist_group("multiprocess")]
 TINY_EVAL = ["--eval.num_problems", "2", "--eval.n", "2"]
 
 
