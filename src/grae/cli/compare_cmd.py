@@ -19,8 +19,8 @@ def register(app: typer.Typer) -> None:
         parallel: int | None = typer.Option(None, "--parallel", min=1, help="Jobs at once on this machine [default: "
                                             "the study's parallel]; changes no job."),
         seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds of the study to run in this "
-                                         "sitting (another machine runs the rest); the report still reads every "
-                                         "finished job [default: all]."),
+                                         "sitting (another machine runs the rest); the report is written once "
+                                         "every job of the study has finished [default: all]."),
     ) -> None:
         """Run methods × seeds of `grae train` (skipping finished jobs) and report pass@k with
         confidence intervals, paired differences against the baseline and training dynamics."""
