@@ -21,6 +21,10 @@
 # ~40 s after the stop: give the device call a timeout_s >= SECONDS + 60. Back here: `tar xzf rows.tgz`, copy
 # the new archives into studies/rows/<study>/, then `python studies/study_rows.py unpack STUDY`.
 #
+# The device call sends the tracked tree, which is over its 64 MiB limit with every shipped model: for the
+# call, delete the models a study does not use (src/grae/assets/tiny, tiny-ladder, tiny-vlm for R4's tiny-carry)
+# and studies/reports/, then `git checkout -- src/grae/assets studies/reports` after it.
+#
 # Measured (2026-11-26, lent H100, studies/design/decisive_r4.yaml, PARALLEL=16): 16 jobs of 512 steps with
 # exact evaluation in 291-332 s at once (GPU 99 % busy, 21.6 GB); the install and import check take ~60 s.
 set -u
