@@ -32,17 +32,18 @@ start=$(date +%s)
 study=$1
 budget=${2:-520}
 name=$(basename "$study" .yaml)
-if [ ! -d /tmp/site ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+site=${SITE:-/tmp/site}  # where the carried wheels go (tests/test_bench_gpu_compare.py: an empty folder)
+if [ ! -d "$site" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl || exit 1
   for sdist in .whl/pycosat-*.tar.gz; do
     [ -f "$sdist" ] || continue
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target /tmp/site "$sdist" \
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target "$site" "$sdist" \
       || printf 'def _absent(*args, **kwargs):\n    raise RuntimeError("pycosat was not built on this machine")\n\nsolve = itersolve = _absent\n' \
-        > /tmp/site/pycosat.py
+        > "$site/pycosat.py"
   done
 fi
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+export PYTHONPATH=$site:$PWD/src PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || echo "no nvidia-smi: no GPU"
 python3 -c 'import sys, torch, transformers, trl, datasets, reasoning_gym, math_verify, grae.engines.trl
 print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__,
       "trl", trl.__version__, "datasets", datasets.__version__, "cuda", torch.cuda.is_available())' || exit 1
@@ -58,7 +59,7 @@ pid=$!
 set +m
 : > runs/gpu_use.csv
 while kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - start )) -lt "$budget" ]; do
-  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader >> runs/gpu_use.csv
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader >> runs/gpu_use.csv 2>/dev/null
   sleep 15
 done
 if kill -0 "$pid" 2>/dev/null; then
