@@ -197,3 +197,12 @@ def test_the_rule_needs_a_frontier(tmp_path):
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "frontier": [], "rule": {"keeps_passk": RULE}}))
     with pytest.raises(ConfigError, match=r"rule.keeps_passk: needs the baseline's checkpoint frontier"):
         load_compare_config(path)
+
+
+def test_every_rule_a_study_may_name_has_its_functions():
+    """The loader's specs (rule_spec) and the report's functions (rules) name the same rules: a rule the loader
+    accepts always renders."""
+    from grae.compare.rule_spec import RULE_SPECS
+    from grae.compare.rules import RULES
+
+    assert set(RULE_SPECS) == set(RULES)

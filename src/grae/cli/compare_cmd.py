@@ -75,9 +75,9 @@ def register(app: typer.Typer) -> None:
             if seconds:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
             if chosen is not None:
-                from grae.compare.runner import frontier_done
+                from grae.compare.runner import unfinished
 
-                left = [job for job in cfg.jobs() if not job.done or not frontier_done(cfg, job)]
+                left = unfinished(cfg)
                 if left:
                     console.print(f"report: not written: {len(left)} of {len(cfg.jobs())} jobs (seeds outside --seeds) "
                                   "have not finished; the sitting that runs them writes it", markup=False,

@@ -61,15 +61,20 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
     return True
 
 
+def unfinished(cfg: CompareConfig) -> list[Job]:
+    """The study's jobs a sitting would still run: not trained, or not evaluated where compare evaluates them."""
+    return [j for j in cfg.jobs() if not j.done or not frontier_done(cfg, j)]
+
+
 def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None) -> dict[str, float]:
     """Run every unfinished job (of ``seeds`` only, when given: a sitting that shares the study's seeds
     with another machine); returns wall seconds per job that ran (finished ones are skipped)."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
-    pending = [j for j in jobs if (seeds is None or j.seed in seeds) and (not j.done or not frontier_done(cfg, j))]
+    left = unfinished(cfg)
+    pending = [j for j in left if seeds is None or j.seed in seeds]
     pending.sort(key=lambda j: cfg.seeds.index(j.seed))  # seed by seed: a study cut short holds whole seeds
-    finished = sum(j.done and frontier_done(cfg, j) for j in jobs)
-    log(f"{finished} of {len(jobs)} jobs already finished; running {len(pending)}"
+    log(f"{len(jobs) - len(left)} of {len(jobs)} jobs already finished; running {len(pending)}"
         + (f" (seeds {', '.join(map(str, seeds))} only)" if seeds is not None else ""))
     if evaluated and cfg.evaluation():  # the base model with the study's own settings (resumable)
         base_frontier_evaluation(cfg, jobs[0], log)
