@@ -18,8 +18,9 @@
 # 520) after this script began (jobs cut short are lost: their checkpoints stay there), and bring back
 # $OUT/jobs_raw.tgz (every job's files but weights and sample rows, the compare log, the GPU's use) and
 # $OUT/rows.tgz (studies/rows/<study>/: `study_rows.py pack`'s archives of the finished jobs). The two take
-# ~40 s after the stop: give the device call a timeout_s >= SECONDS + 60. Back here: `tar xzf rows.tgz`, copy
-# the new archives into studies/rows/<study>/, then `python studies/study_rows.py unpack STUDY`.
+# ~40 s after the stop: give the device call a timeout_s >= SECONDS + 60. Back here: `tar xzf rows.tgz -C
+# DIR`, `python studies/study_rows.py unpack STUDY --rows DIR/studies/rows` (the new jobs, and the GPU
+# sitting's rows of invocations.jsonl added to this machine's), then `python studies/study_rows.py pack STUDY`.
 #
 # The device call sends the tracked tree, which is over its 64 MiB limit with every shipped model: for the
 # call, delete the models a study does not use (src/grae/assets/tiny, tiny-ladder, tiny-vlm for R4's tiny-carry)

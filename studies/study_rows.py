@@ -13,7 +13,8 @@ evaluate), so it trains only the jobs no sitting has finished and its report rea
 What a job's archive holds: ``job.yaml``, ``config.yaml``, ``run.json``, ``metrics.jsonl`` (the training
 log), ``eval/summary.json`` and every ``eval/frontier/step-N.curve.json`` / ``step-N.run.json`` (the
 per-problem counts the report reads). The base model's evaluation (``base/frontier.*``) and the record of
-every ``grae compare`` invocation (``invocations.jsonl``: the report's wall time) go in ``study.tgz``.
+every ``grae compare`` sitting (``invocations.jsonl``: the report's wall time) go in ``study.tgz``; ``unpack``
+adds the archive's sitting rows this machine's record lacks, so sittings on several machines add up.
 A job that is not finished is not packed; an archive is rewritten only when its content changes
 (archives carry no timestamps, so packing twice gives the same bytes).
 """
@@ -32,6 +33,8 @@ from grae.compare.grid import CompareConfig, load_compare_config
 JOB_FILES = ("job.yaml", "config.yaml", "run.json", "metrics.jsonl", "eval/summary.json")
 FRONTIER_PATTERNS = ("eval/frontier/step-*.curve.json", "eval/frontier/step-*.run.json")
 STUDY_FILES = ("base/frontier.jsonl", "base/frontier.curve.json", "base/frontier.run.json", "invocations.jsonl")
+#: study files whose rows (lines) add up across machines instead of being kept as they are
+MERGED_FILES = ("invocations.jsonl",)
 
 
 def rows_dir(cfg: CompareConfig, root: Path = Path("studies/rows")) -> Path:
@@ -93,7 +96,7 @@ def unpack(cfg: CompareConfig, root: Path) -> list[str]:
     source = rows_dir(cfg, root)
     restored = []
     if (source / "study.tgz").exists():
-        restored += extract(source / "study.tgz", cfg.output_dir, keep_existing=True)
+        restored += extract(source / "study.tgz", cfg.output_dir, keep_existing=True, merge=MERGED_FILES)
     for job in cfg.jobs():
         archive = source / f"{job.output_dir.parent.name}-seed{job.seed}.tgz"
         if archive.exists() and not job.done:
@@ -102,9 +105,10 @@ def unpack(cfg: CompareConfig, root: Path) -> list[str]:
     return restored
 
 
-def extract(archive: Path, folder: Path, *, keep_existing: bool = False) -> list[str]:
+def extract(archive: Path, folder: Path, *, keep_existing: bool = False, merge: tuple[str, ...] = ()) -> list[str]:
     """Write ``archive``'s files into ``folder`` (each atomically); with ``keep_existing`` a file already
-    there is left alone. Returns the files written."""
+    there is left alone, except those named in ``merge``, which gain the archive's lines they lack.
+    Returns the files written."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     with tarfile.open(archive, "r:gz") as tar:
@@ -115,12 +119,20 @@ def extract(archive: Path, folder: Path, *, keep_existing: bool = False) -> list
         members = sorted(tar.getmembers(), key=lambda m: m.name == "eval/summary.json")
         for member in members:
             path = folder / member.name
+            data = tar.extractfile(member).read()
             if keep_existing and path.exists():
-                continue
+                if member.name not in merge:
+                    continue
+                have = path.read_bytes()
+                lines = set(have.splitlines())
+                new = [line for line in data.splitlines() if line.strip() and line not in lines]
+                if not new:
+                    continue
+                data = have + (b"" if not have or have.endswith(b"\n") else b"\n") + b"\n".join(new) + b"\n"
             written.append(member.name)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(tar.extractfile(member).read())
+            tmp.write_bytes(data)
             tmp.replace(path)
     return written
 

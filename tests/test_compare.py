@@ -78,6 +78,14 @@ def test_compare_small_grid_reports_methods_and_the_base(small_grid):
     assert "| grpo |" in report and "| ngrpo |" in report and "Paired difference vs grpo" in report
     assert "seeds per method: 2" in report and "training wall time" in report
     assert "over 1 invocation(s), which ran 4 of the 4 jobs" in report
+    # the sitting's record: a row as each job finished, then its whole wall time
+    rows = [json.loads(line) for line in (out / "invocations.jsonl").read_text().splitlines()]
+    assert len({r["started"] for r in rows}) == 1 and [r["jobs_run"] for r in rows][-1] == []
+    assert sorted(j for r in rows for j in r["jobs_run"]) == ["grpo/seed0", "grpo/seed1", "ngrpo/seed0", "ngrpo/seed1"]
+    assert [r["wall_seconds"] for r in rows] == sorted(r["wall_seconds"] for r in rows)
+    device = json.loads((out / "jobs" / "grpo" / "seed0" / "eval" / "summary.json").read_text())["device"]
+    assert device.startswith("cpu (") and device.endswith(" threads)")
+    assert f"- trained by: 4 on {device}" in report
     assert all((out / png).stat().st_size > 0 for png in ("passk.png", "dynamics.png", "passk_vs_baseline.png"))
     assert "![pass@k difference vs baseline](passk_vs_baseline.png)" in report
     assert set(summary["methods"]) == {"grpo", "ngrpo"}

@@ -136,3 +136,17 @@ def test_exact_minus_sampled_where_the_same_models_were_also_sampled(tmp_path):
     # sampled n = 8: no gap beyond k = 8
     gap_line = next(line for line in report.splitlines() if line.startswith("| arm_a: exact − sampled |"))
     assert gap_line.rstrip(" |").endswith("| –")
+
+
+@pytest.mark.parametrize("shared, where", [
+    (True, " (this study's jobs_dir is shared: other studies run jobs there too)"),
+    (False, " (rows brought from another machine, or a sitting stopped before it recorded its jobs)"),
+    (None, "")])
+def test_the_budget_says_which_jobs_no_recorded_sitting_ran(shared, where):
+    from grae.compare.report import invocations_line
+
+    rows = [{"started": 1.0, "wall_seconds": 600.0, "jobs_run": ["a/seed0", "a/seed1"]},  # a sitting of old
+            {"started": 9.0, "wall_seconds": 60.0, "jobs_run": ["b/seed0"]}]  # one stopped after a job
+    assert invocations_line(rows, 3, shared) == "- compare wall time: 11.0 min over 2 invocation(s), which ran 3 of the 3 jobs"
+    assert invocations_line(rows, 5, shared) == ("- compare wall time: 11.0 min over 2 invocation(s), which ran 3 of "
+                                                 f"the 5 jobs; the other 2 were finished outside these invocations{where}")

@@ -143,8 +143,9 @@ def exact_study(tmp_path: Path, seed: int = 0) -> tuple[Path, dict]:
     finals = {}
     for job in cfg.jobs():
         (job.output_dir / "eval").mkdir(parents=True)
+        device = {0: "cpu (Test CPU, 1 threads)", 1: "cuda (Test GPU)"}.get(job.seed)  # seed 2: not recorded
         (job.output_dir / "eval" / "summary.json").write_text(json.dumps(
-            {"train_seconds": 3.0, "steps": STEPS, "generated_completions": 512}))
+            {"train_seconds": 3.0, "steps": STEPS, "generated_completions": 512} | ({"device": device} if device else {})))
         (job.output_dir / "metrics.jsonl").write_text(_metrics(rng, job.method == "arm_a"))
         for f, step in frontier_steps(STEPS, [0.25, 0.5, 1.0]).items():
             p = np.clip(base_p / mass * 0.5 + f * shift[job.method] + rng.normal(0, 0.03, PROBLEMS), 0, 1)
@@ -156,6 +157,12 @@ def exact_study(tmp_path: Path, seed: int = 0) -> tuple[Path, dict]:
         finals[job.method, job.seed] = p
         if job.method != "grpo":
             (job.output_dir / "eval" / "after.jsonl").write_text(_sampled_rows(rng, p, 8))
+    # two sittings: one stopped after its second job (no closing row), one that ran to its end
+    (cfg.output_dir / "invocations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in [
+        {"started": 10.0, "wall_seconds": 60.0, "jobs_run": ["grpo/seed0"]},
+        {"started": 10.0, "wall_seconds": 120.0, "jobs_run": ["arm_a/seed0"]},
+        {"started": 500.0, "wall_seconds": 30.0, "jobs_run": ["grpo/seed1"]},
+        {"started": 500.0, "wall_seconds": 90.0, "jobs_run": []}]))
     return path, finals
 
 
@@ -190,6 +197,12 @@ def test_a_report_rendered_from_summary_json_is_the_report_rendered_from_the_row
     assert results.jobs["grpo"][0].memorisation is None and results.jobs["arm_b"][0].sampled is not None
     assert set(results.references) == {"format-only oracle", f"near-miss guesser (w = {NEAR_MISS_W})"}
     assert sorted(results.frontier["grpo"]) == [0.25, 0.5, 1.0]
+    assert [results.jobs["arm_b"][s].device for s in (0, 1, 2)] == ["cpu (Test CPU, 1 threads)", "cuda (Test GPU)", None]
+    # each sitting counts once, at its longest wall time: (120 + 90) s; the stopped one keeps its two jobs
+    assert ("- compare wall time: 3.5 min over 2 invocation(s), which ran 3 of the 9 jobs; the other 6 were "
+            "finished outside these invocations (rows brought from another machine, or a sitting stopped before it "
+            "recorded its jobs)") in report
+    assert "- trained by: 3 on cpu (Test CPU, 1 threads); 3 on cuda (Test GPU); 3 not recorded" in report
     render(results, tmp_path / "again")
     assert_same_report(tmp_path / "again", cfg.output_dir)
 

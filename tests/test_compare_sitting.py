@@ -60,7 +60,7 @@ def test_cli_parallel_and_seeds_reach_the_runner_and_bad_values_name_the_flag(tm
     seen: dict = {}
     original_run_jobs = runner.run_jobs
 
-    def run_jobs(cfg, *, log, seeds=None):
+    def run_jobs(cfg, *, log, seeds=None, on_finished=None):
         seen.update(parallel=cfg.parallel, seeds=seeds)
         raise runner.JobsFailed(cfg.jobs()[:1], len(cfg.jobs()))  # stop before the report: nothing trained
 
@@ -78,8 +78,32 @@ def test_cli_parallel_and_seeds_reach_the_runner_and_bad_values_name_the_flag(tm
     assert result.exit_code == 0 and sorted(ran) == ["grpo/seed2", "nsr/seed2"], result.output
     assert "report: not written: 4 of 6 jobs" in " ".join(result.output.split())
     assert not (tmp_path / "study" / "report.md").exists()
+    rows = [json.loads(line) for line in (tmp_path / "study" / "invocations.jsonl").read_text().splitlines()]
+    assert sorted(r["jobs_run"][0] for r in rows[:2]) == ["grpo/seed2", "nsr/seed2"] and rows[2]["jobs_run"] == []
     for bad in ("4", "1,x", ""):
         result = cli.invoke(app, ["compare", str(study), "--seeds", bad])
         assert result.exit_code == 2 and "--seeds" in result.output, bad
     result = cli.invoke(app, ["compare", str(study), "--parallel", "0"])
     assert result.exit_code == 2 and "--parallel" in result.output
+
+
+def test_a_sitting_that_fails_still_records_the_jobs_it_finished(tmp_path, monkeypatch):
+    """Each job is recorded as it finishes: a sitting that ends in a failed job (or is stopped) keeps the
+    record of the others, which the report's budget counts (grae.compare.report.invocations_line)."""
+    study = write_study(tmp_path)
+    ran = fake_training(monkeypatch)
+    finish = runner.subprocess.run
+
+    def fail_nsr(command, **kwargs):
+        if "/nsr/" in command[4]:
+            return subprocess.CompletedProcess(command, 1)
+        return finish(command, **kwargs)
+
+    monkeypatch.setattr(runner.subprocess, "run", fail_nsr)
+    app = typer.Typer()
+    compare_cmd.register(app)
+    app.command("noop")(lambda: None)
+    result = CliRunner().invoke(app, ["compare", str(study), "--seeds", "1"])
+    assert result.exit_code == 1 and ran == ["grpo/seed1"], result.output
+    rows = [json.loads(line) for line in (tmp_path / "study" / "invocations.jsonl").read_text().splitlines()]
+    assert [r["jobs_run"] for r in rows] == [["grpo/seed1"]]

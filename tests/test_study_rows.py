@@ -84,6 +84,17 @@ def test_pack_then_unpack_elsewhere_gives_finished_jobs_without_weights(tmp_path
     # packing on the second machine gives the same bytes
     assert study_rows.pack(cfg2, there / "studies" / "rows") == []
     assert (there / "studies" / "rows" / "s" / "grpo-seed5.tgz").read_bytes() == first
+    # a sitting here and one there: each machine's record gains the other's rows, once
+    (cfg2.output_dir / "invocations.jsonl").write_text('{"wall_seconds": 1}\n{"wall_seconds": 2}')
+    monkeypatch.chdir(here)  # the study's output_dir is relative
+    (cfg.output_dir / "invocations.jsonl").write_text('{"wall_seconds": 1}\n{"wall_seconds": 3}\n')
+    assert study_rows.pack(cfg, rows) == ["study.tgz"]
+    shutil.copyfile(rows / "s" / "study.tgz", there / "studies" / "rows" / "s" / "study.tgz")
+    monkeypatch.chdir(there)
+    assert study_rows.unpack(cfg2, there / "studies" / "rows") == ["invocations.jsonl"]
+    assert study_rows.unpack(cfg2, there / "studies" / "rows") == []
+    assert (cfg2.output_dir / "invocations.jsonl").read_text().splitlines() == [
+        '{"wall_seconds": 1}', '{"wall_seconds": 2}', '{"wall_seconds": 3}']
 
 
 def test_unpack_refuses_an_archive_that_writes_outside_its_job(tmp_path):

@@ -91,6 +91,21 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
     state_a = json.loads((reference / "checkpoints" / "checkpoint-6" / "grae_estimator_state.json").read_text())
     state_b = json.loads((crashed / "checkpoints" / "checkpoint-6" / "grae_estimator_state.json").read_text())
     assert state_a == state_b and state_a["state"]["step"] == 6
+    # the summary's training time also counts the steps the killed process trained (their logged step times)
+    summary = json.loads((crashed / "eval" / "summary.json").read_text())
+    assert summary["train_seconds"] >= sum(r["step_time"] for r in b)
+    assert summary["device"].startswith("cpu (") and summary["device"].endswith(" threads)")
+
+
+def test_a_resumed_runs_training_time_adds_the_logged_steps_before_its_checkpoint(tmp_path):
+    from grae.train.run import _seconds_before
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"step": 1, "step_time": 1.5}, {"step": 2, "step_time": 2.0}, {"step": 3}, {"step": 4, "step_time": 4.0},
+        {"note": "not a step"}]) + '{"step": 5, "step_ti')  # the torn line of a killed writer
+    assert _seconds_before(metrics, None) == 0.0 and _seconds_before(metrics, 0) == 0.0
+    assert _seconds_before(metrics, 2) == 3.5 and _seconds_before(metrics, 4) == 7.5
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])

@@ -66,14 +66,17 @@ def register(app: typer.Typer) -> None:
         if not report_only:
             from grae.compare.runner import JobsFailed
 
+            def record(job: str) -> None:
+                log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=[job])
+
             try:
                 seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
-                                   seeds=chosen)
+                                   seeds=chosen, on_finished=record)
             except JobsFailed as err:
                 error(console, "error:", err)
                 raise typer.Exit(1) from None
-            if seconds:
-                log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=sorted(seconds))
+            if seconds:  # the sitting's whole wall time (its jobs are recorded as each finished)
+                log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=[])
             if chosen is not None:
                 from grae.compare.runner import unfinished
 

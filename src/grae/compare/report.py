@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from grae.compare.grid import MIN_VERDICT_SEEDS, CompareConfig
-from grae.compare.results import INVOCATIONS, StudyResults, gather, write_summary
+from grae.compare.results import INVOCATIONS, JobResult, StudyResults, gather, write_summary
 from grae.compare.stats import Interval, holm_intervals, method_passk, paired_differences, two_level_bootstrap
 from grae.compare.training import dynamics_lines, plot_dynamics, update_allocation
 from grae.eval.report import line_colors
@@ -287,7 +288,8 @@ def budget_lines(results: StudyResults, heldout: list[str]) -> list[str]:
         "per run",
         *heldout,
         f"- training wall time: {total_train / 60:.1f} min summed over runs",
-        invocations_line(results.invocations, study.num_jobs),
+        *devices_line(jobs),
+        invocations_line(results.invocations, study.num_jobs, study.shared_jobs_dir),
         *(per_method_budget(results) + [""] if any(j.generated for j in jobs) else []),
         ("- statistics: mean over seeds and problems, 95% crossed seeds × problems interval "
          "(t, Satterthwaite df; docs/compare.md); differences paired by seed against the baseline (grae.compare.stats)"
@@ -324,19 +326,40 @@ def difference_row(method: str, d: dict[int, Interval], ks) -> str:
 
 
 def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: list[str]) -> None:
-    """Append one ``grae compare`` invocation (start time, wall seconds, jobs it ran) to the study's log."""
+    """Append a row to the study's record of sittings (results.INVOCATIONS): the sitting's start, its wall
+    seconds so far and the jobs it finished since the last row."""
     append_jsonl(out / INVOCATIONS, [{"started": started, "wall_seconds": round(wall_seconds, 1), "jobs_run": jobs_run}])
 
 
-def invocations_line(rows: list[dict], num_jobs: int) -> str:
-    """Budget line: compare wall time over every invocation, and how many jobs this study ran itself."""
+def invocations_line(rows: list[dict], num_jobs: int, shared_jobs_dir: bool | None = None) -> str:
+    """Budget line: compare wall time over the recorded sittings (rows sharing a start are one sitting: its
+    longest wall time), and how many jobs they ran; the others say where they may have come from."""
     if not rows:
         return "- compare wall time: not recorded (no invocation ran a job)"
+    sittings: dict[float, float] = {}
+    for row in rows:
+        sittings[row["started"]] = max(sittings.get(row["started"], 0.0), row["wall_seconds"])
     ran = {j for r in rows for j in r["jobs_run"]}
-    reused = num_jobs - len(ran)
-    line = (f"- compare wall time: {sum(r['wall_seconds'] for r in rows) / 60:.1f} min over {len(rows)} invocation(s), "
+    others = num_jobs - len(ran)
+    line = (f"- compare wall time: {sum(sittings.values()) / 60:.1f} min over {len(sittings)} invocation(s), "
             f"which ran {len(ran)} of the {num_jobs} jobs")
-    return line + (f"; the other {reused} were already finished in the shared jobs_dir (run by another study)" if reused else "")
+    if not others:
+        return line
+    where = {True: " (this study's jobs_dir is shared: other studies run jobs there too)",
+             False: " (rows brought from another machine, or a sitting stopped before it recorded its jobs)",
+             None: ""}[shared_jobs_dir]
+    return line + f"; the other {others} were finished outside these invocations{where}"
+
+
+def devices_line(jobs: list[JobResult]) -> list[str]:
+    """Budget line: what trained the jobs (each job's ``eval/summary.json``); none when no job recorded it."""
+    recorded = Counter(j.device for j in jobs if j.device is not None)
+    if not recorded:
+        return []
+    parts = [f"{n} on {device}" for device, n in sorted(recorded.items(), key=lambda item: (-item[1], item[0]))]
+    missing = len(jobs) - sum(recorded.values())
+    return ["- trained by: " + "; ".join(parts)
+            + (f"; {missing} not recorded (trained before grae recorded the device)" if missing else "")]
 
 
 def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path: Path) -> Path:

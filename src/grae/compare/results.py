@@ -45,7 +45,9 @@ VERSION = 1
 DYNAMICS_KEYS = ("reward_mean", "entropy", "acr", "frac_all_correct", "frac_all_wrong", "adv_neg_mass")
 ALLOCATION_KEYS = ("omega", "agrae/suppression", "adv_abs_sum_p[0.00,0.25)", "adv_abs_sum_p[0.75,1.00)")
 METRIC_KEYS = DYNAMICS_KEYS + ALLOCATION_KEYS
-#: one row per ``grae compare`` invocation that ran jobs (``<output_dir>/invocations.jsonl``)
+#: the record of the ``grae compare`` sittings that ran jobs (``<output_dir>/invocations.jsonl``): a row
+#: per finished job (``started``: the sitting's start, ``wall_seconds`` since then, ``jobs_run``), so a
+#: sitting stopped before its end keeps the jobs it finished (older records: one row per sitting)
 INVOCATIONS = "invocations.jsonl"
 #: the base model's row files a report may read (``<output_dir>/base/``)
 BASE_FILES = ("frontier.jsonl", "before.jsonl")
@@ -73,6 +75,9 @@ class StudyInfo:
     group_size: int
     #: the per-arm decision rule (``rule:`` in the study; grae.compare.rule), None when the study has none
     rule: dict[str, Any] | None = None
+    #: whether the study's jobs live in a ``jobs_dir`` other studies may share (None: a table from before
+    #: grae recorded it)
+    shared_jobs_dir: bool | None = None
 
 
 @dataclass
@@ -88,6 +93,9 @@ class JobResult:
     sampled: ProblemCounts | None = None
     #: train vs held-out gap and answer leakage from ``eval/after.jsonl`` (grae.eval.diagnostics)
     memorisation: dict[str, float] | None = None
+    #: what trained it (``eval/summary.json``'s ``device``, grae.train.run.device_label); None for a job
+    #: trained before grae recorded it
+    device: str | None = None
 
     @property
     def logged_steps(self) -> int:
@@ -119,7 +127,7 @@ class StudyResults:
     references: dict[str, ProblemCounts] = field(default_factory=dict)
     #: method → fraction → checkpoint
     frontier: dict[str, dict[float, FrontierCheckpoint]] = field(default_factory=dict)
-    #: ``invocations.jsonl``: one row per ``grae compare`` run that ran jobs
+    #: ``invocations.jsonl``'s rows (INVOCATIONS)
     invocations: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -148,7 +156,7 @@ def gather(cfg: CompareConfig) -> StudyResults:
                      frontier=list(cfg.frontier), paired_against=list(cfg.paired_against), heldout=cfg.heldout,
                      num_jobs=len(jobs), per_step=trl.get("per_device_train_batch_size", 8)
                      * trl.get("gradient_accumulation_steps", 1), group_size=int(trl.get("num_generations", 8)),
-                     rule=cfg.rule)
+                     rule=cfg.rule, shared_jobs_dir=cfg.jobs_dir is not None)
     base_rows = {name: _rows(cfg.output_dir / "base" / name) for name in BASE_FILES}
     base_files = {name: _counts(rows) for name, rows in base_rows.items() if rows is not None}
     results = StudyResults(info, {}, base_files, invocations=read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True))
@@ -190,7 +198,7 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
     after = _rows(job.output_dir / "eval" / "after.jsonl")
     result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
                        train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
-                       generated=summary.get("generated_completions"))
+                       generated=summary.get("generated_completions"), device=summary.get("device"))
     if after is not None:
         if (cfg.eval or {}).get("exact"):
             result.sampled = _counts(after)
@@ -289,7 +297,8 @@ def to_json(results: StudyResults) -> dict[str, Any]:
         "problems": problems,
         "jobs": {m: {str(s): {"final": counts(j.final), "sampled": counts(j.sampled), "train_seconds": j.train_seconds,
                               "steps": j.steps, "generated": j.generated, "memorisation": j.memorisation,
-                              "metrics": j.metrics} for s, j in by_seed.items()} for m, by_seed in results.jobs.items()},
+                              "metrics": j.metrics, "device": j.device} for s, j in by_seed.items()}
+                 for m, by_seed in results.jobs.items()},
         "base_files": {name: counts(c) for name, c in results.base_files.items()},
         "references": {name: counts(c) for name, c in results.references.items()},
         "frontier": {m: {repr(f): {"n_min": {str(s): n for s, n in cp.n_min.items()}, "shared": cp.shared,
@@ -310,7 +319,8 @@ def from_json(data: dict[str, Any]) -> StudyResults:
 
     jobs = {m: {int(s): JobResult(final=counts(j["final"]), metrics=j["metrics"], train_seconds=j["train_seconds"],
                                   steps=j["steps"], generated=j["generated"], sampled=counts(j["sampled"]),
-                                  memorisation=j["memorisation"]) for s, j in by_seed.items()}
+                                  memorisation=j["memorisation"], device=j.get("device"))
+                 for s, j in by_seed.items()}
             for m, by_seed in data["jobs"].items()}
     frontier = {m: {float(f): FrontierCheckpoint({int(s): n for s, n in cp["n_min"].items()}, cp["shared"],
                                                  {int(k): Interval(**iv) for k, iv in cp["passk"].items()})

@@ -20,7 +20,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -66,9 +68,12 @@ def unfinished(cfg: CompareConfig) -> list[Job]:
     return [j for j in cfg.jobs() if not j.done or not frontier_done(cfg, j)]
 
 
-def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None) -> dict[str, float]:
+def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
+             on_finished: Callable[[str], None] | None = None) -> dict[str, float]:
     """Run every unfinished job (of ``seeds`` only, when given: a sitting that shares the study's seeds
-    with another machine); returns wall seconds per job that ran (finished ones are skipped)."""
+    with another machine); returns wall seconds per job that ran (finished ones are skipped).
+    ``on_finished("<method>/seed<s>")`` is called as each job finishes (one at a time), so a sitting stopped
+    later still has a record of it."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
     left = unfinished(cfg)
@@ -84,6 +89,7 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None) -
     threads = max(1, (os.cpu_count() or 1) // max(1, cfg.parallel))
     seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
+    finished_lock = threading.Lock()
 
     def run(job: Job) -> None:
         try:
@@ -118,9 +124,14 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None) -
                 logfile.flush()
                 proc = subprocess.run(frontier_command(cfg, config_path, job), stdout=logfile, stderr=subprocess.STDOUT,
                                       env=env)
-        seconds[f"{job.method}/seed{job.seed}"] = time.perf_counter() - t0
-        status = "done" if proc.returncode == 0 and job.done else f"FAILED (exit {proc.returncode}, see {logfile.name})"
-        log(f"{job.method} seed {job.seed}: {status} in {seconds[f'{job.method}/seed{job.seed}']:.0f}s")
+        name = f"{job.method}/seed{job.seed}"
+        seconds[name] = time.perf_counter() - t0
+        done = proc.returncode == 0 and job.done
+        log(f"{job.method} seed {job.seed}: {'done' if done else f'FAILED (exit {proc.returncode}, see {logfile.name})'}"
+            f" in {seconds[name]:.0f}s")
+        if done and on_finished is not None:
+            with finished_lock:
+                on_finished(name)
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         list(pool.map(run, pending))

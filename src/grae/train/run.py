@@ -202,7 +202,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         if decided_by_main(args, lambda: newest() != final):
             trainer._save_checkpoint(trainer.model, trial=None)  # the final state is always resumable
         stopped_by = interrupt.after_training(args)
-    train_seconds = time.perf_counter() - t0
+    # a resumed run also counts the logged step times of the steps an earlier process trained
+    train_seconds = time.perf_counter() - t0 + _seconds_before(out / "metrics.jsonl", resume_step)
     if stopped_by:
         log(f"interrupted at step {steps}: checkpoint saved; continue with --resume")
         wait_for_everyone(args)  # no rank leaves (and has the launcher stop the others) before this is said
@@ -218,7 +219,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
-               "generated_completions": trainer.grae_generated_completions,
+               "device": device_label(trainer.args), "generated_completions": trainer.grae_generated_completions,
                "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
     atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                                                       for k, v in summary.items()})
@@ -228,6 +229,41 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
         report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds)
     return RunResult(out, steps, train_seconds, before, after, report)
+
+
+def _seconds_before(metrics: Path, resume_step: int | None) -> float:
+    """Summed ``step_time`` of the logged steps up to ``resume_step`` (0 for a fresh run)."""
+    if not resume_step:
+        return 0.0
+    from grae.train.rundir import read_metrics
+
+    return float(sum(row.get("step_time") or 0.0 for row in read_metrics(metrics) if int(row["step"]) <= resume_step))
+
+
+def device_label(args) -> str:
+    """What trained, for a run's summary: ``"cuda (NVIDIA H100 80GB HBM3)"``, ``"cpu (AMD EPYC 7B13, 2
+    threads)"``, with ``" × N processes"`` when several trained together."""
+    import torch
+
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        label = f"cuda ({torch.cuda.get_device_name(device)})"
+    elif device.type == "cpu":
+        label = f"cpu ({cpu_name()}, {torch.get_num_threads()} threads)"
+    else:
+        label = device.type
+    return label + (f" × {args.world_size} processes" if args.world_size > 1 else "")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; the platform's processor string elsewhere)."""
+    import platform
+
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 @contextlib.contextmanager
