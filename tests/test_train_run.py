@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -94,7 +96,7 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
     # the summary's training time also counts the steps the killed process trained (their logged step times)
     summary = json.loads((crashed / "eval" / "summary.json").read_text())
     assert summary["train_seconds"] >= sum(r["step_time"] for r in b)
-    assert summary["device"].startswith("cpu (") and summary["device"].endswith(" threads)")
+    assert summary["device"].startswith("cpu (") and re.search(r", \d+ threads?\)$", summary["device"])
 
 
 def test_a_resumed_runs_training_time_adds_the_logged_steps_before_its_checkpoint(tmp_path):
@@ -192,3 +194,18 @@ def test_tensorboard_gets_the_estimator_and_held_out_pass_at_k_beside_trls_own_l
     for which in ("before", "after"):
         for k, value in summary[which].items():
             assert scalars[f"heldout/{which}/pass@{k}"] == [pytest.approx(value)]
+
+
+def test_the_device_label_names_the_accelerator_and_the_processes(monkeypatch):
+    import torch
+
+    from grae.train.run import device_label
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert device_label(SimpleNamespace(device="cuda:0", world_size=1)) == "cuda (NVIDIA H100 80GB HBM3)"
+    assert device_label(SimpleNamespace(device="cuda:0", world_size=8)) == "cuda (NVIDIA H100 80GB HBM3) × 8 processes"
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    monkeypatch.setattr("grae.train.run.cpu_name", lambda: "Test CPU")
+    assert device_label(SimpleNamespace(device="cpu", world_size=1)) == "cpu (Test CPU, 1 thread)"
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    assert device_label(SimpleNamespace(device="cpu", world_size=2)) == "cpu (Test CPU, 4 threads) × 2 processes"

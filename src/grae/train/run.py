@@ -249,7 +249,8 @@ def device_label(args) -> str:
     if device.type == "cuda":
         label = f"cuda ({torch.cuda.get_device_name(device)})"
     elif device.type == "cpu":
-        label = f"cpu ({cpu_name()}, {torch.get_num_threads()} threads)"
+        threads = torch.get_num_threads()
+        label = f"cpu ({cpu_name()}, {threads} thread{'s' if threads != 1 else ''})"
     else:
         label = device.type
     return label + (f" × {args.world_size} processes" if args.world_size > 1 else "")
