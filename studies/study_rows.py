@@ -15,8 +15,9 @@ log), ``eval/summary.json`` and every ``eval/frontier/step-N.curve.json`` / ``st
 per-problem counts the report reads). The base model's evaluation (``base/frontier.*``) and the record of
 every ``grae compare`` sitting (``invocations.jsonl``: the report's wall time) go in ``study.tgz``; ``unpack``
 adds the archive's sitting rows this machine's record lacks, so sittings on several machines add up.
-A job that is not finished is not packed; an archive is rewritten only when its content changes
-(archives carry no timestamps, so packing twice gives the same bytes).
+A job that is not finished (trained, and evaluated at every step compare evaluates it) is not packed; an
+archive is rewritten only when its content changes (archives carry no timestamps, so packing twice gives the
+same bytes).
 """
 
 from __future__ import annotations
@@ -81,8 +82,10 @@ def pack(cfg: CompareConfig, root: Path) -> list[str]:
     study_members = [Path(name) for name in STUDY_FILES if (cfg.output_dir / name).is_file()]
     if study_members and write_if_changed(target / "study.tgz", archive_bytes(cfg.output_dir, study_members)):
         written.append("study.tgz")
+    from grae.compare.runner import frontier_done
+
     for job in cfg.jobs():
-        if not job.done:
+        if not job.done or not frontier_done(cfg, job):  # trained but compare's evaluation still running
             continue
         name = f"{job.output_dir.parent.name}-seed{job.seed}.tgz"
         if write_if_changed(target / name, archive_bytes(job.output_dir, job_members(job.output_dir))):

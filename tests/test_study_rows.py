@@ -4,6 +4,7 @@ them as finished on a machine that never ran them."""
 import gzip
 import importlib.util
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -28,11 +29,11 @@ def _study(tmp_path: Path) -> Path:
     return path
 
 
-def _finish(job_dir: Path, steps: list[int], weights: bool) -> None:
+def _finish(job_dir: Path, steps: list[int], weights: bool, settings: dict | None = None) -> None:
     files = {"job.yaml": "seed: 1\n", "config.yaml": "x: 1\n", "run.json": "{}", "metrics.jsonl": '{"step": 1}\n',
              "train.log": "log", "eval/summary.json": "{}"}
     for step in steps:
-        files[f"eval/frontier/step-{step}.curve.json"] = f'{{"step": {step}}}'
+        files[f"eval/frontier/step-{step}.curve.json"] = json.dumps({"step": step, "settings": settings})
         files[f"eval/frontier/step-{step}.run.json"] = "{}"
         files[f"eval/frontier/step-{step}.jsonl"] = "rows"
     if weights:
@@ -44,6 +45,7 @@ def _finish(job_dir: Path, steps: list[int], weights: bool) -> None:
 
 
 def test_pack_then_unpack_elsewhere_gives_finished_jobs_without_weights(tmp_path, monkeypatch):
+    from grae.compare.frontier import step_settings
     from grae.compare.runner import frontier_done
 
     here, there = tmp_path / "here", tmp_path / "there"
@@ -51,8 +53,11 @@ def test_pack_then_unpack_elsewhere_gives_finished_jobs_without_weights(tmp_path
     monkeypatch.chdir(here)
     cfg = load_compare_config(design)
     finished = [j for j in cfg.jobs() if j.seed == 5]
-    for job in finished:
-        _finish(job.output_dir, [150, 300] if job.method == "grpo" else [300], weights=True)
+    settings = step_settings(cfg.train_config(finished[0]), cfg.eval)
+    for job in finished:  # regime2 trains 1,000 steps: the frontier's 50 % is step 500
+        _finish(job.output_dir, [500, 1000] if job.method == "grpo" else [1000], weights=True, settings=settings)
+    # trained, its final model not yet evaluated (compare's evaluation still running): not packed
+    _finish(cfg.jobs()[-1].output_dir, [], weights=True)
     (cfg.output_dir / "base").mkdir(parents=True)
     (cfg.output_dir / "base" / "frontier.curve.json").write_text("{}")
     (cfg.output_dir / "invocations.jsonl").write_text('{"wall_seconds": 1}\n')
@@ -63,8 +68,8 @@ def test_pack_then_unpack_elsewhere_gives_finished_jobs_without_weights(tmp_path
     with tarfile.open(rows / "s" / "grpo-seed5.tgz") as tar:
         names = sorted(tar.getnames())
         assert all(m.mtime == 0 for m in tar.getmembers())
-    assert names == ["config.yaml", "eval/frontier/step-150.curve.json", "eval/frontier/step-150.run.json",
-                     "eval/frontier/step-300.curve.json", "eval/frontier/step-300.run.json", "eval/summary.json",
+    assert names == ["config.yaml", "eval/frontier/step-1000.curve.json", "eval/frontier/step-1000.run.json",
+                     "eval/frontier/step-500.curve.json", "eval/frontier/step-500.run.json", "eval/summary.json",
                      "job.yaml", "metrics.jsonl", "run.json"]  # no weights, no sample rows, no log
 
     # another machine: a clone with the design and the archives, no runs/
