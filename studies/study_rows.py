@@ -82,10 +82,10 @@ def pack(cfg: CompareConfig, root: Path) -> list[str]:
     study_members = [Path(name) for name in STUDY_FILES if (cfg.output_dir / name).is_file()]
     if study_members and write_if_changed(target / "study.tgz", archive_bytes(cfg.output_dir, study_members)):
         written.append("study.tgz")
-    from grae.compare.runner import frontier_done
+    from grae.compare.runner import finished
 
     for job in cfg.jobs():
-        if not job.done or not frontier_done(cfg, job):  # trained but compare's evaluation still running
+        if not finished(cfg, job):  # not trained, or trained while compare's evaluation still runs
             continue
         name = f"{job.output_dir.parent.name}-seed{job.seed}.tgz"
         if write_if_changed(target / name, archive_bytes(job.output_dir, job_members(job.output_dir))):
@@ -122,10 +122,10 @@ def extract(archive: Path, folder: Path, *, keep_existing: bool = False, merge: 
         members = sorted(tar.getmembers(), key=lambda m: m.name == "eval/summary.json")
         for member in members:
             path = folder / member.name
+            if keep_existing and path.exists() and member.name not in merge:
+                continue
             data = tar.extractfile(member).read()
             if keep_existing and path.exists():
-                if member.name not in merge:
-                    continue
                 have = path.read_bytes()
                 lines = set(have.splitlines())
                 new = [line for line in data.splitlines() if line.strip() and line not in lines]

@@ -63,9 +63,14 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
     return True
 
 
+def finished(cfg: CompareConfig, job: Job) -> bool:
+    """``job`` is trained and evaluated wherever compare evaluates it: no sitting would run it again."""
+    return job.done and frontier_done(cfg, job)
+
+
 def unfinished(cfg: CompareConfig) -> list[Job]:
-    """The study's jobs a sitting would still run: not trained, or not evaluated where compare evaluates them."""
-    return [j for j in cfg.jobs() if not j.done or not frontier_done(cfg, j)]
+    """The study's jobs a sitting would still run."""
+    return [j for j in cfg.jobs() if not finished(cfg, j)]
 
 
 def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
@@ -135,7 +140,7 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         list(pool.map(run, pending))
-    failed = [j for j in pending if not j.done or not frontier_done(cfg, j)]
+    failed = [j for j in pending if not finished(cfg, j)]
     if failed:
         raise JobsFailed(failed, sum(seeds is None or j.seed in seeds for j in jobs), errors)
     return seconds
