@@ -11,15 +11,15 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import assume, given
 from scipy.stats import t as student_t
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.compare.grid import ConfigError, load_compare_config  # noqa: E402
 from grae.compare.report import render, write_compare_report  # noqa: E402
 from grae.compare.results import FrontierCheckpoint, JobResult, StudyInfo, StudyResults, from_summary  # noqa: E402
-from grae.compare.rule import answer_line, decide  # noqa: E402
-from grae.compare.stats import Interval  # noqa: E402
+from grae.compare.rule import answer_line, decide, needed, projected_half_width, smallest  # noqa: E402
+from grae.compare.stats import Interval, crossed_interval, mean_squares  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
 
 K, N, PROBLEMS = 16, 256, 10
@@ -69,6 +69,14 @@ def by_hand(d: list[float], margin: float, level: float | None = None):
     return d.mean(), half, min(1.0, 2 * student_t.sf((d.mean() - margin) / se, len(d) - 1))
 
 
+def seeds_by_hand(d: np.ndarray, margin: float, level: float) -> int:
+    """The fewest seeds whose t interval over seed means (the sd and mean as measured) excludes ``margin``."""
+    seeds = len(d) + 1
+    while student_t.ppf(0.5 + level / 2, seeds - 1) * d.std(ddof=1) / math.sqrt(seeds) >= abs(d.mean() - margin):
+        seeds += 1
+    return seeds
+
+
 def test_keeps_refuted_and_inconclusive_against_hand_computed_holm_levels():
     outcome = decide(table(SEED_P, RULE))
     arms = {d.arm: d for d in outcome.arms}
@@ -98,11 +106,10 @@ def test_keeps_refuted_and_inconclusive_against_hand_computed_holm_levels():
     assert arms["loser"].decision == "refuted" and arms["loser"].pass1_vs_baseline.hi < -0.02
     unsure = arms["unsure"]
     assert unsure.decision == "inconclusive" and unsure.pass1_vs_baseline.lo < -0.02 < unsure.pass1_vs_baseline.hi
-    # seeds needed: the half-width must shrink to |mean − margin|; the variance is all seed-level here, so
-    # S′ = ⌈q²·s² / (mean − margin)²⌉ at today's quantile q (problems alone cannot: they carry no variance)
+    # seeds needed: the half-width must shrink below |mean − margin|; the variance is all seed-level here, so
+    # S′ is the smallest with t_{S′−1}·s/√S′ < |mean − margin| (problems alone cannot: they carry no variance)
     d1 = np.subtract(SEED_P["unsure"], grpo)
-    q = student_t.ppf(0.5 + expected_level["unsure"] / 2, 3)
-    seeds = math.ceil(q ** 2 * d1.var(ddof=1) / (d1.mean() + 0.02) ** 2)
+    seeds = seeds_by_hand(d1, -0.02, expected_level["unsure"])
     assert len(unsure.resolve) == 1 and f"≈ {seeds} seeds at {PROBLEMS} problems" in unsure.resolve[0]
     assert "more problems alone cannot" in unsure.resolve[0]
     assert answer_line(outcome, "grpo") == (
@@ -151,6 +158,52 @@ def test_keeps_and_refuted_never_both_hold(level, offsets, jitter, spread, m1, m
         assert (d.decision == "keeps") == (clears and d.above is not None and d.above > 0)
         assert (d.decision == "refuted") == falls
         assert d.decision != "keeps" or d.p_holm < 0.05
+
+
+def crossed(seed_sd: float, problem_sd: float, noise_sd: float, seeds: int, problems: int, seed: int) -> np.ndarray:
+    """values[seeds, problems] = a_s + b_p + e_sp, each normal with the given sd."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(0, seed_sd, (seeds, 1)) + rng.normal(0, problem_sd, (1, problems))
+            + rng.normal(0, noise_sd, (seeds, problems)))
+
+
+@given(st.integers(2, 6), st.integers(3, 40), st.floats(0.005, 0.05), st.floats(0.005, 0.05), st.floats(0.005, 0.05),
+       st.floats(0.8, 0.999), st.integers(0, 10 ** 6))
+def test_the_projected_half_width_at_todays_design_is_todays(seeds, problems, seed_sd, problem_sd, noise_sd, level,
+                                                              seed):
+    values = crossed(seed_sd, problem_sd, noise_sd, seeds, problems, seed)
+    ms_seed, ms_problem, ms_resid = (float(x[0]) for x in mean_squares(values[:, :, None]))
+    assume(ms_seed > ms_resid and ms_problem > ms_resid)  # no component floored at 0: the projection is exact
+    (today,) = crossed_interval(values[:, :, None], level)
+    half = projected_half_width(values, level)
+    assert half(seeds, problems) == pytest.approx(today.hi - today.mean, rel=1e-9)
+
+
+@given(st.integers(1, 5_000), st.integers(1, 5_000))
+def test_the_search_finds_the_first_deciding_size(first, high):
+    assert smallest(lambda n: n >= first, 1, high) == (first if first <= high else None)
+
+
+def test_the_search_walks_past_a_size_that_decides_only_for_a_while():
+    """A window that decides (40-41) then stops deciding: the 25 % walk lands in it and bisects to its start."""
+    assert smallest(lambda n: 40 <= n <= 41 or n >= 500, 1, 10 ** 6) == 40
+
+
+def test_what_decides_a_wide_arm_is_the_fewest_seeds_at_the_problems_that_allow_it():
+    """Problem-level variance the seeds cannot average away: neither seeds nor problems alone decide it, so
+    the answer names the seeds at the smallest multiple of the problems that can, and that design is the
+    first whose projected interval clears the margin."""
+    values = crossed(0.02, 0.05, 0.05, 4, 50, seed=3) + 0.01  # mean ≈ +1 point, margin 0
+    level = 0.99
+    half = projected_half_width(values, level)
+    gap = abs(float(values.mean()))
+    assert half(10 ** 6, 50) >= gap and half(4, 10 ** 9) >= gap  # neither alone can
+    text = needed(values, 0.0, level)
+    assert "more seeds alone cannot" in text and "more problems alone cannot" in text
+    factor = next(f for f in (2, 4, 8, 16) if half(10 ** 6, f * 50) < gap)
+    seeds = next(s for s in range(5, 10 ** 6) if half(s, factor * 50) < gap)
+    assert text.endswith(f"; both: ≈ {seeds:,} seeds at {factor * 50:,} problems")
+    assert half(seeds - 1, factor * 50) >= gap
 
 
 def test_the_rule_is_a_report_section_and_its_first_line(tmp_path):

@@ -91,14 +91,17 @@ def test_holds_fails_and_undecided_per_k_against_hand_computed_holm_levels():
 
 
 def test_what_decides_an_undecided_k_is_the_bound_that_reaches_its_threshold_first():
-    """The variance is all seed-level here, so S′ = ⌈q²·s² / (mean − threshold)²⌉ at today's quantile q: the
-    threshold is the margin when the mean is at or above margin/2 (unsure at k = 1: −0.25 points), else 0."""
+    """The variance is all seed-level here, so S′ is the smallest with t_{S′−1}·s/√S′ < |mean − threshold| (the
+    t quantile of the larger study): the threshold is the margin when the mean is at or above margin/2 (unsure
+    at k = 1: −0.25 points), else 0."""
     arms = {a.arm: {at.k: at for at in a.by_k} for a in decide(table("unsure")).arms}
-    q = student_t.ppf(0.5 + (1 - 0.05 / 2) / 2, 3)
+    level = 1 - 0.05 / 2
     for k, threshold, bound in ((1, MARGIN, "lower bound past -1.0"), (2, 0.0, "upper bound below 0")):
         d = np.asarray(seed_differences("unsure", k))
         assert (d.mean() >= MARGIN / 2) == (threshold == MARGIN)
-        seeds = math.ceil(q ** 2 * d.var(ddof=1) / (d.mean() - threshold) ** 2)
+        seeds = len(d) + 1
+        while student_t.ppf(0.5 + level / 2, seeds - 1) * d.std(ddof=1) / math.sqrt(seeds) >= abs(d.mean() - threshold):
+            seeds += 1
         assert arms["unsure"][k].resolve.startswith(f"{bound}: ≈ {seeds} seeds at {PROBLEMS} problems")
         assert "more problems alone cannot" in arms["unsure"][k].resolve
     assert all(not at.resolve for arm in ("steady", "slight") for at in arms[arm].values())

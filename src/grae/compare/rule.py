@@ -42,6 +42,7 @@ second rule, ``non_inferior_every_k``, lives in :mod:`grae.compare.rule_every_k`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,31 +113,82 @@ def margin_p(values: np.ndarray, margin: float) -> float:
     return min(1.0, 2 * float(student_t.sf((mean - margin) / se, float(dof[0]))))
 
 
+#: how far :func:`needed` looks: seeds, problems, and the problem multiples it tries when neither alone decides
+MAX_SEEDS, MAX_PROBLEMS, PROBLEM_FACTORS = 10 ** 6, 10 ** 9, (2, 4, 8, 16)
+
+
+def projected_half_width(values: np.ndarray, level: float) -> Callable[[int, int], float]:
+    """``values[seeds, problems]`` → the ``level`` interval's half-width at S′ seeds and P′ problems, if the
+    variance components stayed as measured (grae.compare.stats.variance_components: σ²_a, σ²_b, σ²_e).
+
+    The crossed mean's variance at (S′, P′) is σ²_a/S′ + σ²_b/P′ + σ²_e/(S′P′), scaled so that at today's
+    (S, P) it is today's (grae.compare.stats.crossed_variance, with its floor); its Satterthwaite ν comes from
+    the expected mean squares E[MS_seed] = σ²_e + P′σ²_a, E[MS_problem] = σ²_e + S′σ²_b, E[MS_resid] = σ²_e, so
+    the t quantile grows with the design as the report's own interval would (not today's quantile)."""
+    n_seeds, n_problems = values.shape
+    variance_now = float(crossed_variance(values[:, :, None])[0][0])
+    a, b, e = (float(x[0]) for x in variance_components(values[:, :, None]))
+    if a / n_seeds + b / n_problems + e / (n_seeds * n_problems) <= 0:
+        # every component estimated at 0 (the variance is its floor): count all of it as seed-level
+        a, b, e = variance_now * n_seeds, 0.0, 0.0
+
+    def variance(seeds: int, problems: int) -> float:
+        return a / seeds + b / problems + e / (seeds * problems)
+
+    scale = variance_now / variance(n_seeds, n_problems) if variance_now > 0 else 0.0
+
+    def half_width(seeds: int, problems: int) -> float:
+        ms_seed, ms_problem, ms_resid = e + problems * a, e + seeds * b, e
+        denominator = (ms_seed ** 2 / (seeds - 1) + ms_problem ** 2 / (problems - 1)
+                       + ms_resid ** 2 / ((seeds - 1) * (problems - 1)))
+        dof = max(1.0, (variance(seeds, problems) * seeds * problems) ** 2 / denominator) if denominator > 0 else math.inf
+        return float(student_t.ppf(0.5 + level / 2, dof)) * math.sqrt(scale * variance(seeds, problems))
+
+    return half_width
+
+
+def smallest(decides: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest n in [low, high] with ``decides(n)``, or None. The projected half-width need not fall
+    monotonically (more problems at 2 seeds lower the Satterthwaite ν towards 1), so the range is walked in
+    steps of about 25 % and the first step that decides is bisected."""
+    previous, n = low - 1, low
+    while not decides(n):
+        if n == high:
+            return None
+        previous, n = n, min(high, max(n + 1, n + n // 4))
+    while n - previous > 1:  # decides(n), not decides(previous)
+        middle = (previous + n) // 2
+        previous, n = (previous, middle) if decides(middle) else (middle, n)
+    return n
+
+
 def needed(values: np.ndarray, margin: float, level: float) -> str:
-    """What would move the undecided ``level`` interval of ``values[seeds, problems]`` past ``margin``: its
-    half-width must shrink to |mean − margin|. The variance at S′ seeds and P′ problems is taken as today's
-    scaled by (σ²_a/S′ + σ²_b/P′ + σ²_e/(S′P′)) / (σ²_a/S + σ²_b/P + σ²_e/(SP)) (the measured components,
-    grae.compare.stats.variance_components), at today's t quantile (so slightly more than needed)."""
+    """What would move the undecided ``level`` interval of ``values[seeds, problems]`` past ``margin`` if the
+    mean and the variance components stayed as measured: the half-width must shrink below |mean − margin|
+    (:func:`projected_half_width`). Seeds alone (at the study's problems), problems alone (at its seeds), and
+    when neither alone can, seeds at 2, 4, 8 or 16 times the problems."""
     n_seeds, n_problems = values.shape
     mean = float(values.mean())
     if mean == margin:
         return "its mean lies on the margin: no sample size decides it"
-    variance, dof = crossed_variance(values[:, :, None])
-    quantile = float(student_t.ppf(0.5 + level / 2, float(dof[0])))
-    target = (abs(mean - margin) / quantile) ** 2  # the variance at which the bound reaches the margin
-    a, b, e = (float(x[0]) for x in variance_components(values[:, :, None]))
-    now = a / n_seeds + b / n_problems + e / (n_seeds * n_problems)
-    if now <= 0:  # every component estimated at 0 (the variance is its floor): count all of it as seed-level
-        a, b, e, now = float(variance[0]) * n_seeds, 0.0, 0.0, float(variance[0])
-    scale = float(variance[0]) / now
-    parts = []
-    room = target / scale - b / n_problems
-    parts.append(f"≈ {math.ceil((a + e / n_problems) / room):,} seeds at {n_problems:,} problems" if room > 0 else
-                 f"more seeds alone cannot (the problem part alone is wider at {n_problems:,} problems)")
-    room = target / scale - a / n_seeds
-    parts.append(f"≈ {math.ceil((b + e / n_seeds) / room):,} problems at {n_seeds} seeds" if room > 0 else
-                 f"more problems alone cannot (the seed part alone is wider at {n_seeds} seeds)")
-    return " or ".join(parts)
+    gap = abs(mean - margin)
+    half_width = projected_half_width(values, level)
+    seeds = smallest(lambda s: half_width(s, n_problems) < gap, max(n_seeds + 1, 2), MAX_SEEDS)
+    problems = smallest(lambda p: half_width(max(n_seeds, 2), p) < gap, max(n_problems + 1, 2), MAX_PROBLEMS)
+    parts = [f"≈ {seeds:,} seeds at {n_problems:,} problems" if seeds else
+             f"more seeds alone cannot (the problem part alone is wider at {n_problems:,} problems)",
+             f"≈ {problems:,} problems at {n_seeds} seeds" if problems else
+             f"more problems alone cannot (the seed part alone is wider at {n_seeds} seeds)"]
+    if seeds is None and problems is None:
+        for factor in PROBLEM_FACTORS:
+            more = smallest(lambda s, f=factor: half_width(s, f * n_problems) < gap, max(n_seeds + 1, 2), MAX_SEEDS)
+            if more:
+                parts.append(f"both: ≈ {more:,} seeds at {factor * n_problems:,} problems")
+                break
+        else:
+            parts.append(f"nor both with up to {PROBLEM_FACTORS[-1]}× the problems (its mean lies "
+                         f"{100 * gap:.2f} points from the margin)")
+    return " or ".join(parts[:2]) + (f"; {parts[2]}" if len(parts) > 2 else "")
 
 
 def decide(results: StudyResults) -> RuleOutcome:
@@ -255,7 +307,7 @@ def rule_lines(outcome: RuleOutcome, baseline: str) -> list[str]:
     unresolved = [d for d in outcome.arms if d.resolve]
     if unresolved:
         lines += ["", "What would decide the inconclusive arms (if each mean and variance component stayed as measured; "
-                  "at today's t quantile and level):", ""]
+                  "at its level, with the t quantile that design would have):", ""]
         lines += [f"- {d.arm}: " + "; ".join(d.resolve) for d in unresolved]
     lines += ["", f"{baseline}'s own pass@{k} − base: {cell(outcome.baseline_vs_base)} (95 %, not a criterion)"
               + (f"; {baseline} − format-only oracle at pass@1: {cell(outcome.baseline_vs_oracle)} (95 %)"

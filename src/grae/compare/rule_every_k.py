@@ -189,7 +189,7 @@ def rule_lines(outcome: EveryKOutcome, baseline: str) -> list[str]:
     undecided = [(a.arm, at) for a in outcome.arms for at in a.by_k if at.resolve]
     if undecided:
         lines += ["", "What would decide the undecided k (if each mean and variance component stayed as measured; at "
-                  "today's t quantile and level):", ""]
+                  "its level, with the t quantile that design would have):", ""]
         lines += [f"- {arm} at k = {at.k}, {cell(at.interval)}: {at.resolve}" for arm, at in undecided]
     learned = "learned" if outcome.baseline_learned else "did not learn: no verdict"
     lines += ["", f"{baseline} − base at pass@1: {cell(outcome.baseline_vs_base)} (95 %): {baseline} {learned} (lower "
