@@ -236,7 +236,7 @@ def decide(results: StudyResults) -> RuleOutcome:
                     resolve.append(f"{name} [{100 * iv.lo:+.1f}, {100 * iv.hi:+.1f}] holds {100 * m:+.1f}: "
                                    + needed(values, m, level))
             if iv1.lo > m1 and iv2.lo > m2:
-                resolve.append(f"both bounds clear their margins, but its point lies {100 * above:+.1f} at "
+                resolve.append(f"both bounds clear their margins, but its point lies {100 * above:+.2f} at "
                                f"{baseline}'s frontier (a point comparison: more seeds decide it only if the point "
                                "moves)" if above is not None else
                                f"both bounds clear their margins, but {baseline} has no frontier at pass@{k}")
@@ -301,7 +301,7 @@ def rule_lines(outcome: RuleOutcome, baseline: str) -> list[str]:
     for d in outcome.arms:
         lines.append(f"| {d.arm} | {cell(d.pass1_vs_baseline)} | {cell(d.passk_vs_base)} | {cell(d.pass1_vs_base)} | "
                      f"{100 * d.point[0]:.1f}, {100 * d.point[1]:.1f} | "
-                     + ("–" if d.above is None else f"{100 * d.above:+.1f}")
+                     + ("–" if d.above is None else f"{100 * d.above:+.2f}")
                      + f" | {100 * d.level:.2f}% | {d.p_arm:.3g} | {d.p_holm:.3g} | **{d.decision}**"
                      + (" (raises pass@1)" if d.decision == "keeps" and d.raises_pass1 else "") + " |")
     unresolved = [d for d in outcome.arms if d.resolve]
