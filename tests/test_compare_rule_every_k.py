@@ -6,13 +6,11 @@ learn), the study key's refusals, and the fair A-GRAE study's key."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from scipy.stats import t as student_t
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.compare.grid import ConfigError, load_compare_config  # noqa: E402
@@ -21,7 +19,7 @@ from grae.compare.results import JobResult, StudyInfo, StudyResults, from_summar
 from grae.compare.rule_every_k import answer_line, decide  # noqa: E402
 from grae.compare.rules import rule_kind  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
-from test_compare_rule import BASE_P, PROBLEMS, by_hand, passk  # noqa: E402
+from test_compare_rule import BASE_P, PROBLEMS, by_hand, passk, seeds_by_hand  # noqa: E402
 
 N = 4  # exact rows: the report's ks are 1, 2, 4
 KS = [1, 2, 4]
@@ -99,9 +97,7 @@ def test_what_decides_an_undecided_k_is_the_bound_that_reaches_its_threshold_fir
     for k, threshold, bound in ((1, MARGIN, "lower bound past -1.0"), (2, 0.0, "upper bound below 0")):
         d = np.asarray(seed_differences("unsure", k))
         assert (d.mean() >= MARGIN / 2) == (threshold == MARGIN)
-        seeds = len(d) + 1
-        while student_t.ppf(0.5 + level / 2, seeds - 1) * d.std(ddof=1) / math.sqrt(seeds) >= abs(d.mean() - threshold):
-            seeds += 1
+        seeds = seeds_by_hand(d, threshold, level)
         assert arms["unsure"][k].resolve.startswith(f"{bound}: ≈ {seeds} seeds at {PROBLEMS} problems")
         assert "more problems alone cannot" in arms["unsure"][k].resolve
     assert all(not at.resolve for arm in ("steady", "slight") for at in arms[arm].values())

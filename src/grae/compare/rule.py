@@ -58,6 +58,7 @@ from grae.compare.stats import (
     method_passk,
     paired_differences,
     variance_components,
+    variance_from_mean_squares,
 )
 
 if TYPE_CHECKING:
@@ -138,11 +139,9 @@ def projected_half_width(values: np.ndarray, level: float) -> Callable[[int, int
     scale = variance_now / variance(n_seeds, n_problems) if variance_now > 0 else 0.0
 
     def half_width(seeds: int, problems: int) -> float:
-        ms_seed, ms_problem, ms_resid = e + problems * a, e + seeds * b, e
-        denominator = (ms_seed ** 2 / (seeds - 1) + ms_problem ** 2 / (problems - 1)
-                       + ms_resid ** 2 / ((seeds - 1) * (problems - 1)))
-        dof = max(1.0, (variance(seeds, problems) * seeds * problems) ** 2 / denominator) if denominator > 0 else math.inf
-        return float(student_t.ppf(0.5 + level / 2, dof)) * math.sqrt(scale * variance(seeds, problems))
+        expected = np.array([e + problems * a]), np.array([e + seeds * b]), np.array([e])
+        projected, dof = variance_from_mean_squares(*expected, seeds, problems)
+        return float(student_t.ppf(0.5 + level / 2, float(dof[0]))) * math.sqrt(scale * float(projected[0]))
 
     return half_width
 
@@ -173,7 +172,11 @@ def needed(values: np.ndarray, margin: float, level: float) -> str:
         return "its mean lies on the margin: no sample size decides it"
     gap = abs(mean - margin)
     half_width = projected_half_width(values, level)
-    seeds = smallest(lambda s: half_width(s, n_problems) < gap, max(n_seeds + 1, 2), MAX_SEEDS)
+
+    def seeds_at(problems: int) -> int | None:
+        return smallest(lambda s: half_width(s, problems) < gap, max(n_seeds + 1, 2), MAX_SEEDS)
+
+    seeds = seeds_at(n_problems)
     problems = smallest(lambda p: half_width(max(n_seeds, 2), p) < gap, max(n_problems + 1, 2), MAX_PROBLEMS)
     parts = [f"≈ {seeds:,} seeds at {n_problems:,} problems" if seeds else
              f"more seeds alone cannot (the problem part alone is wider at {n_problems:,} problems)",
@@ -181,7 +184,7 @@ def needed(values: np.ndarray, margin: float, level: float) -> str:
              f"more problems alone cannot (the seed part alone is wider at {n_seeds} seeds)"]
     if seeds is None and problems is None:
         for factor in PROBLEM_FACTORS:
-            more = smallest(lambda s, f=factor: half_width(s, f * n_problems) < gap, max(n_seeds + 1, 2), MAX_SEEDS)
+            more = seeds_at(factor * n_problems)
             if more:
                 parts.append(f"both: ≈ {more:,} seeds at {factor * n_problems:,} problems")
                 break
