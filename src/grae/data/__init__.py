@@ -13,6 +13,7 @@ See docs/tasks.md.
 
 from grae.data import hub as _hub  # noqa: F401  (registers the hub tasks)
 from grae.data import procedural as _procedural  # noqa: F401  (registers reasoning-gym tasks)
+from grae.data import trace as _trace  # noqa: F401  (registers chain_trace)
 from grae.data import visual as _visual  # noqa: F401  (registers the visual tasks)
 from grae.data.base import EXAMPLE_KEYS, Task, question_key, text_id, to_hf_dataset
 from grae.data.fields import DataFormatError, map_generic_row

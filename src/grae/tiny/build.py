@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from grae.data.trace import trace_answer
+
 from .tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, SFT_DATA_SEED, TinyTask, format_prompt, tokenizer_corpus
 
 SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -73,6 +75,9 @@ class TinyRecipe:
     noise_deltas: tuple[int, ...] = (-10, -2, -1, 1, 2, 10)
     tokenizer_corpus_per_task: int = 2000
     save_dtype: str = "float32"
+    #: what the SFT completion holds: ``"final"`` (the answer alone) or ``"trace"`` (``chain_sum`` only: every
+    #: running total, the ``chain_trace`` task's gold completion; gate v2, issue 45)
+    answer_style: str = "final"
 
 
 def train_tokenizer(vocab_size: int = 512, corpus_per_task: int = 2000, seed: int = 0):
@@ -146,7 +151,8 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
             if " ".join(e["question"].split()) in held_questions:
                 continue
             p = tokenizer(format_prompt(e["question"]), add_special_tokens=False)["input_ids"]
-            answer = " " + _noisy_answer(str(e["answer"]), recipe, rng, noise)
+            target = trace_answer(e["metadata"]["expression"]) if recipe.answer_style == "trace" else str(e["answer"])
+            answer = " " + _noisy_answer(target, recipe, rng, noise)
             c = tokenizer(answer, add_special_tokens=False)["input_ids"] + [eos]
             items.append((p, c))
         L = max(len(p) + len(c) for p, c in items)
@@ -168,6 +174,7 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
 #: R2's stratified held-out split.
 LADDER_TASK_KWARGS: dict[str, Any] = dict(min_terms=2, max_terms=4, min_digits=1, max_digits=2)
 LADDER_HELDOUT_PARAMS: dict[str, Any] = dict(heldout_size=600, heldout_strata=["num_terms", "num_digits"])
+TRACE_TASK_KWARGS: dict[str, Any] = dict(min_terms=4, max_terms=5, min_digits=1, max_digits=2)
 RECIPES: dict[str, dict[str, Any]] = {
     "v2": {},
     "ladder": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0),
@@ -182,6 +189,18 @@ RECIPES: dict[str, dict[str, Any]] = {
     # the format-only oracle cannot delete them and the base's mistakes lie beyond a near-miss guesser's reach.
     "ladder-carry": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=600,
                          noise_kind="delta", noise_deltas=(-20, -10, 10, 20), label_noise=0.5),
+    # Gate v2, attempt 1 (studies/design/gate_v2_t1.yaml): process-verified answers. chain_sum with 4-5 terms of
+    # 1-2 digits, every running total written (the chain_trace task), clean SFT (no stage 2): guessing cannot
+    # reach large k, and nothing planted for RL to repair.
+    "trace": dict(task_kwargs=TRACE_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0,
+                  answer_style="trace"),
+    # Gate v2, attempt 2 (studies/design/gate_v2_t2.yaml): `trace` trained twice as long. Its stage 2 is 1,500 more
+    # clean steps (label_noise 0: every target the true trace), fresh AdamW warmed up to 1e-3 and annealed to 10 %,
+    # so `--stage1-from` a `trace` build runs only the new steps. `trace` had not learned 2-digit chains (held-out
+    # pass@1 0.1 / 0.0 on 4 / 5 terms, its loss still falling at step 1,500).
+    "trace-long": dict(task_kwargs=TRACE_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, answer_style="trace",
+                       calib_steps=1500, label_noise=0.0, calib_lr=1e-3, calib_warmup_steps=50,
+                       calib_min_lr_ratio=0.1),
 }
 
 
@@ -266,12 +285,13 @@ def load_stage1(path: str | os.PathLike, recipe: TinyRecipe):
         raise ValueError(f"stage1_from: {path} has no build_info.json (not a finished grae tiny build)")
     info = json.loads(info_path.read_text())
     theirs, ours = info["recipe"], json.loads(json.dumps(asdict(recipe)))
+    defaults = json.loads(json.dumps(asdict(TinyRecipe())))
     if theirs.get("calib_steps", 0) != 0 or theirs.get("save_dtype") != "float32":
         raise ValueError(f"stage1_from: {path} is not a float32 stage-1-only build (calib_steps "
                          f"{theirs.get('calib_steps')}, save_dtype {theirs.get('save_dtype')})")
     for key in sorted(set(ours) - STAGE2_FIELDS):
-        if theirs.get(key) != ours[key]:
-            raise ValueError(f"stage1_from: {path} was built with {key}={theirs.get(key)!r}, this recipe has "
+        if theirs.get(key, defaults[key]) != ours[key]:  # a field added later has its default in older builds
+            raise ValueError(f"stage1_from: {path} was built with {key}={theirs.get(key, defaults[key])!r}, this recipe has "
                              f"{ours[key]!r}")
     if info.get("torch_threads") != torch.get_num_threads():
         raise ValueError(f"stage1_from: {path} was built with {info.get('torch_threads')} torch threads, this build "
@@ -350,8 +370,10 @@ def build_tiny(
     if evaluate:
         from .evaluate import evaluate_passk
 
-        info["base_eval"] = evaluate_passk(model, tokenizer, task=recipe.task,
+        trace = recipe.answer_style == "trace"
+        info["base_eval"] = evaluate_passk(model, tokenizer, task="chain_trace" if trace else recipe.task,
                                            task_kwargs={**recipe.task_kwargs, **recipe.heldout_params},
+                                           max_new_tokens=24 if trace else 8,
                                            n_problems=eval_problems, n_samples=eval_samples, seed=seed)
         log(json.dumps(info["base_eval"]))
     info["build_seconds"] = round(time.time() - t_start, 1)
