@@ -8,13 +8,21 @@ and RL". With m running totals, a guesser that knows each total to within ± w s
 (2w + 1)^−m, so pass@k at large k measures computation, not a near-miss distribution (issue 45, gate v2 b).
 
 Splits, seeds and strata are ``chain_sum``'s (the same held-out questions for the same generator parameters).
+``generator="chain_range"`` draws the operands from ``[0, max_value]`` instead of by digit count (:class:`ChainRange`),
+so difficulty varies continuously with the operands' size instead of jumping from 1-digit to 2-digit chains.
 """
 
 from __future__ import annotations
 
+import functools
+import random
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from reasoning_gym.dataset import ProceduralDataset
+from reasoning_gym.factory import DATASETS, register_dataset
 
 from grae.data.procedural import ReasoningGymTask
 from grae.data.registry import register_task
@@ -44,15 +52,62 @@ def expression_of(question: str) -> str:
     return question.rsplit(":", 1)[-1].rstrip().rstrip("=").strip()
 
 
-class ChainTraceTask(ReasoningGymTask):
-    """``chain_sum`` with the running-total answer (module docstring). ``prompt_style="plain"`` only; other
-    arguments as :class:`~grae.data.procedural.ReasoningGymTask`."""
+@dataclass
+class ChainRangeConfig:
+    """``chain_range``: ``num_terms`` in [min_terms, max_terms], each operand uniform in [0, max_value], ``+``/``-``."""
 
-    def __init__(self, **kwargs: Any):
+    min_terms: int = 4
+    max_terms: int = 5
+    max_value: int = 30
+    seed: int | None = None
+    size: int = 500
+
+    def validate(self) -> None:
+        if not 0 < self.min_terms <= self.max_terms:
+            raise ValueError(f"chain_range: need 0 < min_terms <= max_terms, got {self.min_terms}, {self.max_terms}")
+        if self.max_value < 1:
+            raise ValueError(f"chain_range: max_value must be >= 1, got {self.max_value}")
+
+
+class ChainRange(ProceduralDataset):
+    """chain_sum's questions (same text and metadata keys) with operands uniform in [0, max_value]. Item ``idx`` is
+    drawn from ``random.Random(seed + idx)``, as reasoning-gym's generators draw theirs (grae's split arithmetic)."""
+
+    def __init__(self, config: ChainRangeConfig):
+        super().__init__(config=config, seed=config.seed, size=config.size)
+
+    def __getitem__(self, idx: int) -> dict:
+        rng = random.Random(self.seed + idx)
+        cfg = self.config
+        num_terms = rng.randint(cfg.min_terms, cfg.max_terms)
+        operands = [rng.randint(0, cfg.max_value) for _ in range(num_terms)]
+        operators = [rng.choice("+-") for _ in range(num_terms - 1)]
+        expression = " ".join([str(operands[0])] + [f"{o} {v}" for o, v in zip(operators, operands[1:])])
+        return {"question": f"State the final answer to the following arithmetic problem: {expression} =",
+                "answer": str(running_totals(expression)[-1]),
+                "metadata": {"source_dataset": "chain_range", "source_index": idx, "num_terms": num_terms,
+                             "num_digits": len(str(max(operands))), "expression": expression}}
+
+    def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
+        return float(answer is not None and answer.strip() == str(entry["answer"]))
+
+
+if "chain_range" not in DATASETS:
+    register_dataset("chain_range", ChainRange, ChainRangeConfig)
+register_task("chain_range")(functools.partial(ReasoningGymTask, "chain_range", name="chain_range"))
+
+
+class ChainTraceTask(ReasoningGymTask):
+    """A chain of ``+``/``-`` (``generator``: ``chain_sum`` or ``chain_range``) with the running-total answer (module
+    docstring). ``prompt_style="plain"`` only; other arguments as :class:`~grae.data.procedural.ReasoningGymTask`."""
+
+    def __init__(self, generator: str = "chain_sum", **kwargs: Any):
+        if generator not in ("chain_sum", "chain_range"):
+            raise ValueError(f"chain_trace: generator must be chain_sum or chain_range, got {generator!r}")
         if kwargs.get("prompt_style", "plain") != "plain":
             raise ValueError("chain_trace: prompt_style must be 'plain' (the trace is the whole completion)")
         kwargs.setdefault("plain_answer", "first_line")
-        super().__init__("chain_sum", name=kwargs.pop("name", "chain_trace"), **kwargs)
+        super().__init__(generator, name=kwargs.pop("name", "chain_trace"), **kwargs)
 
     def _example(self, base: int, idx: int, entry: dict) -> dict:
         example = super()._example(base, idx, entry)

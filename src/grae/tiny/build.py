@@ -175,6 +175,7 @@ def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: 
 LADDER_TASK_KWARGS: dict[str, Any] = dict(min_terms=2, max_terms=4, min_digits=1, max_digits=2)
 LADDER_HELDOUT_PARAMS: dict[str, Any] = dict(heldout_size=600, heldout_strata=["num_terms", "num_digits"])
 TRACE_TASK_KWARGS: dict[str, Any] = dict(min_terms=4, max_terms=5, min_digits=1, max_digits=2)
+RANGE_TASK_KWARGS: dict[str, Any] = dict(min_terms=4, max_terms=5, max_value=30)
 RECIPES: dict[str, dict[str, Any]] = {
     "v2": {},
     "ladder": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0),
@@ -198,6 +199,12 @@ RECIPES: dict[str, dict[str, Any]] = {
     # clean steps (label_noise 0: every target the true trace), fresh AdamW warmed up to 1e-3 and annealed to 10 %,
     # so `--stage1-from` a `trace` build runs only the new steps. `trace` had not learned 2-digit chains (held-out
     # pass@1 0.1 / 0.0 on 4 / 5 terms, its loss still falling at step 1,500).
+    # Gate v2, attempt 3 (studies/design/gate_v2_t3.yaml): `trace` on chain_range (operands uniform in [0, 30], 4-5
+    # terms), so that difficulty varies with the operands' size instead of jumping from 1-digit chains (solved) to
+    # 2-digit ones (never solved), the split attempts 1-2's bases showed.
+    "trace-range": dict(task="chain_range", task_kwargs=RANGE_TASK_KWARGS,
+                        heldout_params=dict(heldout_size=600, heldout_strata=["num_terms"]), calib_steps=0,
+                        answer_style="trace"),
     "trace-long": dict(task_kwargs=TRACE_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, answer_style="trace",
                        calib_steps=1500, label_noise=0.0, calib_lr=1e-3, calib_warmup_steps=50,
                        calib_min_lr_ratio=0.1),
@@ -372,7 +379,8 @@ def build_tiny(
 
         trace = recipe.answer_style == "trace"
         info["base_eval"] = evaluate_passk(model, tokenizer, task="chain_trace" if trace else recipe.task,
-                                           task_kwargs={**recipe.task_kwargs, **recipe.heldout_params},
+                                           task_kwargs={**({"generator": recipe.task} if trace else {}),
+                                                        **recipe.task_kwargs, **recipe.heldout_params},
                                            max_new_tokens=24 if trace else 8,
                                            n_problems=eval_problems, n_samples=eval_samples, seed=seed)
         log(json.dumps(info["base_eval"]))
