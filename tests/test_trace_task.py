@@ -64,3 +64,26 @@ def test_trace_recipe_sft_targets_are_traces():
         text = tok.decode(ids[labels != -100], skip_special_tokens=True)
         prompt = tok.decode(ids[(labels == -100) & (ids != tok.pad_token_id)], skip_special_tokens=True)
         assert text.strip() == trace_answer(expression_of(prompt.split("\n")[0]))
+
+
+def test_chain_range_draws_operands_in_range_deterministically_with_chain_sums_text():
+    import reasoning_gym
+
+    ds = reasoning_gym.create_dataset("chain_range", seed=7, size=50, min_terms=4, max_terms=5, max_value=30)
+    again = reasoning_gym.create_dataset("chain_range", seed=7, size=50, min_terms=4, max_terms=5, max_value=30)
+    for i in range(50):
+        e = ds[i]
+        assert e == again[i]
+        operands = [int(v) for v in e["metadata"]["expression"].replace("+", " ").replace("-", " ").split()]
+        assert 4 <= len(operands) == e["metadata"]["num_terms"] <= 5 and all(0 <= v <= 30 for v in operands)
+        assert e["answer"] == str(running_totals(e["metadata"]["expression"])[-1])
+        assert expression_of(e["question"]) == e["metadata"]["expression"]
+    with pytest.raises(ValueError, match="max_value"):
+        reasoning_gym.create_dataset("chain_range", seed=0, size=5, max_value=0)
+    trace = get_task("chain_trace", generator="chain_range", min_terms=4, max_terms=5, max_value=30, heldout_size=40,
+                     heldout_strata=["num_terms"])
+    held = trace.heldout()
+    assert {trace.stratum(e) for e in held} == {(4,), (5,)}
+    assert not {e["question"] for e in trace.train(40, seed=3)} & {e["question"] for e in held}
+    with pytest.raises(ValueError, match="generator must be chain_sum or chain_range"):
+        get_task("chain_trace", generator="products")
