@@ -212,6 +212,7 @@ def base_step(design_path: Path) -> dict[str, Any]:
     ok = [k for k in DECIDING_KS if base_curve[k] <= 90 and all(table[n][k] <= 10 for n in references)]
     k_l = max(ok) if ok else None
     in_s = (p >= S_BAND[0]) & (p <= S_BAND[1])
+    overlap = sft_overlap(design, heldout) if design.get("sft_overlap_recipe") else None
     strata = {}
     for e, pe in zip(heldout, p):
         strata.setdefault(repr(task.stratum(e)), []).append(pe)
@@ -226,6 +227,7 @@ def base_step(design_path: Path) -> dict[str, Any]:
         "strata_pass1": {s: float(100 * np.mean(v)) for s, v in sorted(strata.items())},
         "sampled_check": {"n": SAMPLED_N, "sampled": sampled_curve, "exact": {k: base_curve[k] for k in sampled_curve}},
         "seconds": round(time.time() - t0, 1),
+        **({"heldout_in_base_sft_stream": overlap} if overlap is not None else {}),
     }
     out = REPORTS / design["name"]
     out.mkdir(parents=True, exist_ok=True)
@@ -233,6 +235,18 @@ def base_step(design_path: Path) -> dict[str, Any]:
     (out / "base.md").write_text(base_markdown(result))
     np.save(out / "base_p.npy", np.stack([p, oracle, p_best, *derived.values()]))
     return result
+
+
+def sft_overlap(design: dict[str, Any], heldout) -> int:
+    """How many held-out questions the base's SFT stream (recipe ``sft_overlap_recipe``, seed 0, stage 1) held."""
+    from grae.data.base import question_key
+    from grae.tiny.build import RECIPES, TinyRecipe
+    from grae.tiny.tasks import SFT_DATA_SEED, TinyTask
+
+    recipe = TinyRecipe(**RECIPES[design["sft_overlap_recipe"]])
+    stream = TinyTask(recipe.task, dict(recipe.task_kwargs)).dataset(1_000_000, SFT_DATA_SEED + recipe.seed)
+    seen = {question_key(stream[i]["question"]) for i in range(recipe.sft_steps * recipe.batch_size * 11 // 10)}
+    return sum(question_key(e["question"]) in seen for e in heldout)
 
 
 def base_markdown(r: dict[str, Any]) -> str:
@@ -252,6 +266,8 @@ def base_markdown(r: dict[str, Any]) -> str:
                   f"{k} {v:.1f}" for k, v in r["strata_pass1"].items()) + ".",
               f"Subset S (base p in [1/1024, 1/16], declared now): {r['subset_S']['size']} problems "
               f"({'used for d' if r['subset_S']['used'] else 'fewer than 150: not used'}).",
+              *([f"Held-out questions the base's SFT stream contained: {r['heldout_in_base_sft_stream']}."]
+                if "heldout_in_base_sft_stream" in r else []),
               f"**Deciding k_L: {r['deciding_k']}** (largest k in {DECIDING_KS} with base ≤ 90 and every reference "
               "with no computation ≤ 10).", ""]
     return "\n".join(lines)
