@@ -171,3 +171,28 @@ def test_verl_filter_groups_that_drop_all_wrong_groups_are_refused():
     check_config(config("grae_all_correct_filter"))
     check_config(config("acc", enable=False))
     check_config(config("acc", gate=False))
+
+
+def test_one_simulated_step_moves_only_the_prompt_without_a_success():
+    """grae.sim, tabular SGD: the prompt whose group holds a correct trajectory does not move; the all-wrong
+    prompt takes Theorem 1's step Δh_b = η[Σ_{i: b_i = b} A_i − C π_b] with A = −1 (C = −G), so the sampled
+    wrong trajectories fall and every unsampled trajectory, the correct ones included, rises by η|C|π_b."""
+    from grae.sim import SimPolicy, simulate_step
+    from grae.theory import behaviour_space_step
+
+    policy = SimPolicy(torch.tensor([0.2, 0.2], dtype=torch.float64), 12, 3, torch.Generator().manual_seed(0))
+    wrong0, wrong1 = torch.nonzero(~policy.correct[0]).flatten(), torch.nonzero(~policy.correct[1]).flatten()
+    right1 = torch.nonzero(policy.correct[1]).flatten()
+    sampled = torch.stack([wrong0[[0, 0, 1, 2]], torch.cat([right1[:1], wrong1[:3]])])  # [P=2, G=4]
+    before = policy.logits().detach().clone()
+    out = simulate_step(policy, get_estimator("zero_success_gate"), torch.optim.SGD(policy.parameters(), lr=0.5), 4,
+                        sampled=sampled)
+    delta = policy.logits().detach() - before
+    assert out["result"].weights.tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
+    assert torch.equal(delta[1], torch.zeros(12))
+    expected = behaviour_space_step(before[0], sampled[0], torch.full((4,), -1.0), lr=0.5)
+    assert torch.allclose(delta[0], expected, atol=1e-6)
+    unsampled = torch.ones(12, dtype=torch.bool)
+    unsampled[sampled[0]] = False
+    pi = torch.softmax(before[0], 0)
+    assert torch.allclose(delta[0][unsampled], 0.5 * 4 * pi[unsampled], atol=1e-6)  # η|C|π_b > 0: correct ones too
