@@ -22,6 +22,7 @@ from grae.advantage import (  # noqa: F401
     rloo,
     symmetry,
     unlikeliness,
+    zero_success,
 )
 from grae.advantage.base import (
     CONTEXT_FIELDS,

@@ -24,11 +24,31 @@ def check_config(config: Any) -> None:
     algorithm = config.algorithm
     estimator = str(algorithm.get("adv_estimator", ""))
     if estimator.startswith("grae_"):
-        read_options(grae_name(estimator), algorithm)  # unknown estimator / parameter / option value
+        opts = read_options(grae_name(estimator), algorithm)  # unknown estimator / parameter / option value
+        check_filter_keeps_all_wrong(grae_name(estimator), opts["params"], algorithm)
     elif algorithm.get("grae", None):
         raise ValueError(
             f"algorithm.grae: set, but algorithm.adv_estimator={estimator!r} is not a grae estimator, so verl "
             "would ignore it; use algorithm.adv_estimator=grae_<name> (grae estimators) or drop algorithm.grae."
+        )
+
+
+def check_filter_keeps_all_wrong(name: str, params: dict, algorithm: Any) -> None:
+    """An estimator that trains only on all-wrong groups (``zero_success_gate``) with verl's dynamic sampling
+    on a metric whose std is zero in all-wrong groups: verl would drop every group it learns from."""
+    from grae.advantage import get_estimator
+
+    filters = algorithm.get("filter_groups", None)
+    if not filters or not filters.get("enable", False):
+        return
+    if not getattr(get_estimator(name, **params), "only_all_wrong_groups", False):
+        return
+    metric = filters.get("metric", None)
+    if metric != "grae_all_correct_filter":
+        raise ValueError(
+            f"algorithm.filter_groups.metric={metric!r} drops the all-wrong groups, the only groups grae_{name} trains "
+            "on (every update would be zero); set algorithm.filter_groups.metric=grae_all_correct_filter with "
+            "reward.custom_reward_function.name=compute_score_with_filters, or algorithm.filter_groups.enable=False"
         )
 
 
