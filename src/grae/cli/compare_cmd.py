@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
                                   "have not finished; the sitting that runs them writes it", markup=False,
                                   highlight=False, soft_wrap=True)
                     return
-        from grae.compare.rule import RuleError
+        from grae.compare.rules.common import RuleError
 
         try:
             report = write_compare_report(cfg)
@@ -131,7 +131,7 @@ def _rerender(summary: str, report_only: bool, output: str | None) -> None:
     except ValueError as err:
         error(console, "error:", err)
         raise typer.Exit(2) from None
-    from grae.compare.rule import RuleError
+    from grae.compare.rules.common import RuleError
 
     out = Path(output) if output else Path(summary).parent
     check_writable(console, out, "--output")
