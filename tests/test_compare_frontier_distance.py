@@ -289,3 +289,23 @@ def test_a_bad_frontier_test_is_refused_naming_the_key(tmp_path, extra, match):
                                                                     "passk_margin_vs_base": -1, **extra}}}))
     with pytest.raises(ConfigError, match=match):
         load_compare_config(path)
+
+
+def test_a_sitting_refuses_to_train_a_seed_whose_jobs_ran_on_another_machine_kind(tmp_path):
+    """Studies block by machine before anything runs: exact_study's seed 0 finished on 'cpu (Test CPU)', seed 1 on
+    'cuda (Test GPU)', seed 2 recorded nothing (here declared by unrecorded_devices)."""
+    from grae.compare.machines import SplitSeed, check_sitting, finished_kinds
+    from test_compare_results import exact_study
+
+    path, _ = exact_study(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**raw, "unrecorded_devices": {2: "cuda (Test GPU)"}}))
+    cfg = load_compare_config(path)
+    assert finished_kinds(cfg, 0) == {"cpu (Test CPU)": ["arm_a", "arm_b", "grpo"]}  # the study's method order
+    check_sitting(cfg, [0, 0], "cpu (Test CPU, 2 threads)")  # the same kind, whatever its thread count
+    check_sitting(cfg, [1, 2], "cuda (Test GPU)")
+    with pytest.raises(SplitSeed, match=r"^seed 1: arm_a, arm_b, grpo trained on cuda \(Test GPU\), this machine is "
+                                        r"cpu \(Test CPU\); every arm of a seed trains on one machine kind .* --seeds$"):
+        check_sitting(cfg, [0, 1], "cpu (Test CPU, 1 thread)")
+    with pytest.raises(SplitSeed, match=r"^seed 2: "):
+        check_sitting(cfg, [2], "cpu (Test CPU, 1 thread)")

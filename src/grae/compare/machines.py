@@ -14,6 +14,8 @@ study key ``unrecorded_devices`` (seed → machine kind, from the study's own no
   pooled two-sample t on the seed means (ν = seeds − 2). Every seed answers the same problems, so the problems'
   effects cancel in that difference and a seed mean's variance (σ²_seed + σ²_resid/P) is exactly what the
   difference's variance is made of; the t is the interaction's test, its interval the machine × arm effect.
+* :func:`check_sitting` — before a ``grae compare`` sitting trains anything: a seed whose finished jobs ran on
+  another machine kind than this one is refused (SplitSeed), so that new studies stay blocked by machine.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from scipy.stats import t as student_t
 from grae.compare.stats import Interval, crossed_interval
 
 if TYPE_CHECKING:
+    from grae.compare.grid import CompareConfig
     from grae.compare.results import StudyResults
 
 
@@ -162,3 +165,44 @@ def pair_kinds(results: StudyResults, arm: str, baseline: str) -> dict[int, str 
         other = machines[baseline].get(seed, (None, False))[0]
         out[seed] = kind if kind is not None and kind == other else None
     return out
+
+
+class SplitSeed(ValueError):
+    """A sitting would train a seed's jobs on another machine kind than its finished jobs: one line."""
+
+
+def this_machine() -> str:
+    """The machine kind ``grae train`` would record here: the first CUDA device when there is one, else the CPU."""
+    import torch
+
+    from grae.train.run import cpu_name
+
+    return f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else f"cpu ({cpu_name()})"
+
+
+def finished_kinds(cfg: CompareConfig, seed: int) -> dict[str, list[str]]:
+    """Machine kind → the methods of ``seed`` whose finished job ran on it (recorded in ``eval/summary.json``, or
+    declared by ``unrecorded_devices``)."""
+    import json
+
+    out: dict[str, list[str]] = {}
+    for job in cfg.jobs():
+        if job.seed != seed or not job.done:
+            continue
+        device = json.loads((job.output_dir / "eval" / "summary.json").read_text()).get("device")
+        kind = machine_kind(device) if device else cfg.unrecorded_devices.get(seed)
+        if kind is not None:
+            out.setdefault(kind, []).append(job.method)
+    return out
+
+
+def check_sitting(cfg: CompareConfig, pending_seeds: list[int], here: str) -> None:
+    """Studies block by machine: SplitSeed when a seed this sitting would train has finished jobs on a machine
+    kind other than ``here`` (the sitting's own), before anything runs."""
+    for seed in dict.fromkeys(pending_seeds):
+        others = {kind: methods for kind, methods in finished_kinds(cfg, seed).items() if kind != machine_kind(here)}
+        if others:
+            kind, methods = next(iter(others.items()))
+            raise SplitSeed(f"seed {seed}: {', '.join(methods)} trained on {kind}, this machine is {machine_kind(here)}; "
+                            "every arm of a seed trains on one machine kind (studies block by machine, docs/compare.md): "
+                            f"run seed {seed}'s other jobs there, or leave it out with --seeds")
