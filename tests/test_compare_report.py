@@ -150,3 +150,48 @@ def test_the_budget_says_which_jobs_no_recorded_sitting_ran(shared, where):
     assert invocations_line(rows, 3, shared) == "- compare wall time: 11.0 min over 2 invocation(s), which ran 3 of the 3 jobs"
     assert invocations_line(rows, 5, shared) == ("- compare wall time: 11.0 min over 2 invocation(s), which ran 3 of "
                                                  f"the 5 jobs; the other 2 were finished outside these invocations{where}")
+
+
+def test_the_held_out_table_says_where_pass_at_k_cannot_show_narrowing_or_is_at_its_ceiling():
+    """Issue 45 §3: at each k > 1 where a reference with no computation lies within 15 points of the base, the
+    report says "cannot show narrowing" (the format-only oracle, the base renormalised, is not such a reference);
+    where the base reaches 99, that k is at its ceiling."""
+    from grae.compare.report import large_k_lines
+    from grae.compare.results import StudyResults
+    from grae.compare.stats import Interval
+
+    def exact(p):
+        p = np.full(4, p, dtype=float)
+        return ProblemCounts([f"q{i}" for i in range(4)], np.full(4, 16), p * 16, p=p, mass=np.ones(4))
+
+    base = {1: Interval(0.16, 0.1, 0.2), 2: Interval(0.40, 0.3, 0.5), 4: Interval(0.70, 0.6, 0.8)}
+    guess_p = 0.2  # pass@k = 0.2, 0.36, 0.5904: 20.0, 4.0 and 10.96 points below the base at k = 1, 2, 4
+    results = StudyResults(None, {}, references={"format-only oracle": exact(0.16), "near-miss guesser (w = 3)":
+                                                 exact(guess_p)})
+    (line,) = [line for line in large_k_lines(results, base, [1, 2, 4]) if line]  # the base is below its ceiling
+    assert line.startswith("**pass@k cannot show narrowing at k = 2, 4**")
+    assert "k = 2: base 40.0, near-miss guesser (w = 3) 36.0; k = 4: base 70.0, near-miss guesser (w = 3) 59.0" in line
+    results.references = {"format-only oracle": exact(0.16), "near-miss guesser (w = 3)": exact(0.01)}
+    assert large_k_lines(results, base, [1, 2, 4]) == []
+    base[4] = Interval(0.994, 0.99, 0.998)  # at its ceiling (the fair A-GRAE test's pass@16: 99.4)
+    assert large_k_lines(results, base, [1, 2, 4])[1] == ("**pass@k is at its ceiling at k = 4**: the base reaches 99.4 "
+                                                          "there (≥ 99), so no method can rise above it and an interval "
+                                                          "that holds a margin there says little.")
+
+
+@pytest.mark.parametrize("train, logged, counted", [(100.0, 300.0, 300.0), (100.0, 90.0, 100.0), (100.0, None, 100.0)])
+def test_a_run_resumed_before_grae_counted_its_earlier_process_counts_its_logged_steps(train, logged, counted):
+    """The budget's training time: a run whose logged step times (every process's) exceed its train_seconds was
+    resumed before grae added the earlier process's time (4baee37); its logged time is counted, and said so."""
+    from grae.compare.report import budget_lines
+    from grae.compare.results import JobResult, StudyInfo, StudyResults
+
+    job = JobResult(final=None, metrics={}, train_seconds=train, steps=8, generated=None, logged_seconds=logged)
+    assert job.counted_seconds == counted and job.resumed_uncounted == (counted != train)
+    info = StudyInfo(title="t", notes="", verdict="", source="s.yaml", methods=["grpo"], seeds=[0], baseline="grpo",
+                     bootstrap=1, eval=None, frontier=[], paired_against=[], heldout=False, num_jobs=2, per_step=8,
+                     group_size=8)
+    other = JobResult(final=None, metrics={}, train_seconds=60.0, steps=8, generated=None)
+    line = next(x for x in budget_lines(StudyResults(info, {"grpo": {0: job, 1: other}}), []) if "training wall" in x)
+    assert line.startswith(f"- training wall time: {(counted + 60) / 60:.1f} min summed over runs")
+    assert ("1 run resumed before grae counted an earlier process's time" in line) == (counted != train)

@@ -1,4 +1,4 @@
-"""The per-arm decision rule (grae.compare.rule; issue 37 §3) on synthetic study tables: keeps / refuted /
+"""The per-arm decision rule (grae.compare.rules.keeps_passk; issue 37 §3) on synthetic study tables: keeps / refuted /
 inconclusive against hand-computed Holm levels and t intervals, the report's first line, the study key's
 refusals, and a property: keeps and refuted never both hold, and keeps-bounds hold exactly where Holm rejects."""
 
@@ -18,7 +18,8 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.compare.grid import ConfigError, load_compare_config  # noqa: E402
 from grae.compare.report import render, write_compare_report  # noqa: E402
 from grae.compare.results import FrontierCheckpoint, JobResult, StudyInfo, StudyResults, from_summary  # noqa: E402
-from grae.compare.rule import answer_line, decide, needed, projected_half_width, smallest  # noqa: E402
+from grae.compare.rules.common import needed, projected_half_width, smallest  # noqa: E402
+from grae.compare.rules.keeps_passk import answer_line, decide  # noqa: E402
 from grae.compare.stats import Interval, crossed_interval, mean_squares  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
 
@@ -54,7 +55,7 @@ def table(seed_p: dict[str, list[float]], rule: dict, *, frontier: tuple[float, 
                         {"format-only oracle": exact(np.full(PROBLEMS, BASE_P))}, {"grpo": checkpoint})
 
 
-RULE = {"k": K, "pass1_margin_vs_baseline": -2, "passk_margin_vs_base": -1}
+RULE = {"k": K, "pass1_margin_vs_baseline": -2, "passk_margin_vs_base": -1, "frontier_test": "point"}
 
 
 def passk(p: float, k: int) -> float:
@@ -113,7 +114,8 @@ def test_keeps_refuted_and_inconclusive_against_hand_computed_holm_levels():
     assert len(unsure.resolve) == 1 and f"≈ {seeds} seeds at {PROBLEMS} problems" in unsure.resolve[0]
     assert "more problems alone cannot" in unsure.resolve[0]
     assert answer_line(outcome, "grpo") == (
-        "**Answer:** keeper keeps pass@16 while raising pass@1 (rule `keeps_passk`, k = 16, Holm over 3 arms, 4 seeds).")
+        "**Answer:** keeper keeps pass@16 while raising pass@1 (rule `keeps_passk`, k = 16, Holm over 3 arms, 4 seeds, "
+        "frontier test: point (pre-registered)).")
 
 
 def test_an_arm_below_the_frontier_does_not_keep_and_no_arm_is_named():
@@ -211,7 +213,8 @@ def test_the_rule_is_a_report_section_and_its_first_line(tmp_path):
 
     path, _ = exact_study(tmp_path)
     raw = yaml.safe_load(path.read_text())
-    path.write_text(yaml.safe_dump({**raw, "rule": {"keeps_passk": {**RULE, "baseline_pass1_margin_vs_oracle": -100}}}))
+    interval_rule = {key: v for key, v in RULE.items() if key != "frontier_test"}  # the default: the interval test
+    path.write_text(yaml.safe_dump({**raw, "rule": {"keeps_passk": {**interval_rule, "baseline_pass1_margin_vs_oracle": -100}}}))
     cfg = load_compare_config(path)
     report = write_compare_report(cfg).read_text()
     summary = json.loads((cfg.output_dir / "summary.json").read_text())
@@ -219,7 +222,12 @@ def test_the_rule_is_a_report_section_and_its_first_line(tmp_path):
     assert first == summary["rule"]["answer"] and first.startswith("**Answer:**") and "Holm over 2 arms, 3 seeds" in first
     assert "## Decision rule: does an arm keep pass@16?" in report and report.splitlines()[2].startswith("# synthetic")
     assert set(summary["rule"]["arms"]) == {"arm_a", "arm_b"} and summary["results"]["study"]["rule"] == {
-        "keeps_passk": {**RULE, "baseline_pass1_margin_vs_oracle": -100, "min_seeds": 3}}
+        "keeps_passk": {**interval_rule, "baseline_pass1_margin_vs_oracle": -100, "min_seeds": 3, "frontier_test": "interval",
+                        "frontier_margin": 0}}
+    assert "| d_F = above grpo's frontier |" in report and "frontier test: interval (margin +0.0)" in first
+    for arm in ("arm_a", "arm_b"):  # the table's point distance is the interval's mean
+        d = summary["rule"]["arms"][arm]
+        assert d["frontier_distance"]["interval"]["mean"] == pytest.approx(d["above_frontier"], abs=1e-12)
     render(from_summary(cfg.output_dir / "summary.json"), tmp_path / "again")
     assert (tmp_path / "again" / "report.md").read_text() == report
     assert (tmp_path / "again" / "summary.json").read_text() == (cfg.output_dir / "summary.json").read_text()
@@ -253,9 +261,9 @@ def test_the_rule_needs_a_frontier(tmp_path):
 
 
 def test_every_rule_a_study_may_name_has_its_functions():
-    """The loader's specs (rule_spec) and the report's functions (rules) name the same rules: a rule the loader
+    """The loader's specs (rules.spec) and the report's functions (rules.registry) name the same rules: a rule the loader
     accepts always renders."""
-    from grae.compare.rule_spec import RULE_SPECS
-    from grae.compare.rules import RULES
+    from grae.compare.rules.registry import RULES
+    from grae.compare.rules.spec import RULE_SPECS
 
     assert set(RULE_SPECS) == set(RULES)

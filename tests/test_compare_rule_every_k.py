@@ -1,4 +1,4 @@
-"""The rule ``non_inferior_every_k`` (grae.compare.rule_every_k; issue 37 §3) on synthetic study tables:
+"""The rule ``non_inferior_every_k`` (grae.compare.rules.every_k; issue 37 §3) on synthetic study tables:
 holds / fails / undecided per k against hand-computed Holm levels and t intervals, each arm's reading
 (supported / refuted / inconclusive), the report's first line, no verdict (pilot, a baseline that did not
 learn), the study key's refusals, and the fair A-GRAE study's key."""
@@ -16,8 +16,8 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from grae.compare.grid import ConfigError, load_compare_config  # noqa: E402
 from grae.compare.report import render, write_compare_report  # noqa: E402
 from grae.compare.results import JobResult, StudyInfo, StudyResults, from_summary  # noqa: E402
-from grae.compare.rule_every_k import answer_line, decide  # noqa: E402
-from grae.compare.rules import rule_kind  # noqa: E402
+from grae.compare.rules.every_k import answer_line, decide  # noqa: E402
+from grae.compare.rules.registry import rule_kind  # noqa: E402
 from grae.eval.stats import ProblemCounts  # noqa: E402
 from test_compare_rule import BASE_P, PROBLEMS, by_hand, passk, seeds_by_hand  # noqa: E402
 

@@ -64,6 +64,7 @@ def register(app: typer.Typer) -> None:
             check_writable(console, cfg.jobs_dir, "jobs_dir")
         started, t0 = time.time(), time.perf_counter()
         if not report_only:
+            from grae.compare.machines import SplitSeed
             from grae.compare.runner import JobsFailed
 
             def record(job: str) -> None:
@@ -75,6 +76,9 @@ def register(app: typer.Typer) -> None:
             except JobsFailed as err:
                 error(console, "error:", err)
                 raise typer.Exit(1) from None
+            except SplitSeed as err:
+                error(console, "error:", err)
+                raise typer.Exit(2) from None
             if seconds:  # the sitting's whole wall time (its jobs are recorded as each finished)
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=[])
             if chosen is not None:
@@ -86,7 +90,7 @@ def register(app: typer.Typer) -> None:
                                   "have not finished; the sitting that runs them writes it", markup=False,
                                   highlight=False, soft_wrap=True)
                     return
-        from grae.compare.rule import RuleError
+        from grae.compare.rules.common import RuleError
 
         try:
             report = write_compare_report(cfg)
@@ -131,7 +135,7 @@ def _rerender(summary: str, report_only: bool, output: str | None) -> None:
     except ValueError as err:
         error(console, "error:", err)
         raise typer.Exit(2) from None
-    from grae.compare.rule import RuleError
+    from grae.compare.rules.common import RuleError
 
     out = Path(output) if output else Path(summary).parent
     check_writable(console, out, "--output")

@@ -20,8 +20,10 @@ Example (``studies/*.yaml``)::
     paired_against: [base, oracle]    # optional: fixed references paired per problem (oracle: needs eval.exact)
     selected_by: studies/pilot.yaml   # optional: the selecting study (or its seeds); overlapping seeds are refused
     verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
-    rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rule)
+    rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rules)
     # or: rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}
+    unrecorded_devices: {300: cpu (AMD EPYC)}  # optional: seed -> machine kind of jobs trained before grae
+                                      # recorded their device (grae.compare.machines)
 
 ``eval:`` (``{exact, num_problems, n}``, instead of ``frontier_eval``): compare evaluates every model of
 the study itself with these held-out settings — the base model (``<output_dir>/base/frontier.jsonl``),
@@ -51,7 +53,7 @@ from typing import Any
 import yaml
 
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
-from grae.compare.rule_spec import RULE_SPECS
+from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 
 #: every key of a study file: (the YAML types it takes, what it is); null is taken where a key is optional
@@ -76,6 +78,8 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "verdict": ((str,), "text"),
     "rule": ((dict,), "a mapping {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}} or "
                       "{non_inferior_every_k: {arm: A, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}"),
+    "unrecorded_devices": ((dict,), "a mapping seed -> machine kind (e.g. {300: 'cpu (AMD EPYC)'}) for jobs trained "
+                                    "before grae recorded their device"),
 }
 KEYS = set(STUDY_SCHEMA)
 REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
@@ -130,6 +134,8 @@ class CompareConfig:
     verdict: str = ""
     #: the per-arm decision rule (check_rule: ``{"keeps_passk": {...}}`` or ``{"non_inferior_every_k": {...}}``); None = no rule
     rule: dict[str, Any] | None = None
+    #: seed → machine kind of the jobs trained before grae recorded their device (grae.compare.machines)
+    unrecorded_devices: dict[int, str] = field(default_factory=dict)
     #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
     #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
     heldout: bool = True
@@ -264,13 +270,28 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                           "every final model with the same settings")
     cfg.heldout = bool(cfg.eval) or True in evaluated
     cfg.rule = check_rule(raw.get("rule"), cfg)
+    cfg.unrecorded_devices = _unrecorded_devices(raw.get("unrecorded_devices"), seeds)
     return cfg
+
+
+def _unrecorded_devices(value, seeds: list[int]) -> dict[int, str]:
+    """``unrecorded_devices``: seeds of the study → non-empty machine-kind text."""
+    if not value:
+        return {}
+    for seed, kind in value.items():
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed not in seeds:
+            raise ConfigError(f"unrecorded_devices: {seed!r} is not a seed of this study ({seeds}); key each machine kind "
+                              "by a seed, e.g. {300: 'cpu (AMD EPYC)'}")
+        if not isinstance(kind, str) or not kind.strip():
+            raise ConfigError(f"unrecorded_devices.{seed}: expected the machine kind as text (a device label without "
+                              f"its thread count, e.g. 'cuda (NVIDIA H100 80GB HBM3)'), got {kind!r}")
+    return {int(seed): kind.strip() for seed, kind in value.items()}
 
 
 def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
     """The study's ``rule`` normalised (``{name: {...}}`` with ``min_seeds`` filled in), or None; ConfigError
     naming the key and the fix otherwise. Every rule is checked alike from its spec
-    (grae.compare.rule_spec.RULE_SPECS: each key's type, then the rule's own study-level checks)."""
+    (grae.compare.rules.spec.RULE_SPECS: each key's type, then the rule's own study-level checks)."""
     if value is None:
         return None
     if not isinstance(value, dict) or len(value) != 1 or not set(value) <= set(RULE_SPECS) or not isinstance(
@@ -302,10 +323,13 @@ def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
 
 
 def _rule_value_ok(value: Any, kind_of: str, methods: list[str]) -> bool:
-    """Whether a rule key's ``value`` has its type (grae.compare.rule_spec.RuleKey): ``method`` one of ``methods``;
-    ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1, ``power_of_two`` one that is."""
+    """Whether a rule key's ``value`` has its type (grae.compare.rules.spec.RuleKey): ``method`` one of ``methods``;
+    ``test`` one of FRONTIER_TESTS; ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1,
+    ``power_of_two`` one that is."""
     if kind_of == "method":
         return isinstance(value, str) and value in methods
+    if kind_of == "test":
+        return value in FRONTIER_TESTS
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
     if kind_of in ("points", "margin"):

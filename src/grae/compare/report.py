@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from grae.compare.grid import MIN_VERDICT_SEEDS, CompareConfig
+from grae.compare.machines import blocking, blocking_line
 from grae.compare.results import INVOCATIONS, JobResult, StudyResults, gather, write_summary
 from grae.compare.stats import Interval, holm_intervals, method_passk, paired_differences, two_level_bootstrap
 from grae.compare.training import dynamics_lines, plot_dynamics, update_allocation
@@ -100,8 +101,8 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
 
     allocation = update_allocation(results)
     rule = None
-    if study.rule:  # the study's decision rule (grae.compare.rules): its answer is the report's first line
-        from grae.compare.rules import rule_kind
+    if study.rule:  # the study's decision rule (grae.compare.rules.registry): its answer is the report's first line
+        from grae.compare.rules.registry import rule_kind
 
         kind = rule_kind(study.rule)
         outcome = kind.decide(results)
@@ -127,6 +128,8 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         lines += reference_rows(results, ks)
     for m, r in per_method.items():
         lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
+    if base:
+        lines += large_k_lines(results, base, ks)
     lines += sections
     lines += exact_sampled_lines(results, ks)
     lines += frontier_section(results, out)
@@ -266,7 +269,7 @@ def per_method_budget(results: StudyResults) -> list[str]:
     for method, by_seed in results.jobs.items():
         steps = [j.steps for j in by_seed.values() if j.steps is not None]
         generated = [j.generated for j in by_seed.values() if j.generated is not None]
-        seconds = [j.train_seconds for j in by_seed.values() if not math.isnan(j.train_seconds)]
+        seconds = [j.counted_seconds for j in by_seed.values() if not math.isnan(j.counted_seconds)]
         lines.append(f"| {method} | {np.mean(steps):.1f} | " + (f"{np.mean(generated):,.0f}" if generated else "–")
                      + f" | {np.mean(seconds):.0f} |")
     return lines
@@ -278,7 +281,8 @@ def budget_lines(results: StudyResults, heldout: list[str]) -> list[str]:
     jobs = [j for by_seed in results.jobs.values() for j in by_seed.values()]
     steps = sorted({j.steps for j in jobs if j.steps is not None})
     per_step = study.per_step
-    total_train = sum(j.train_seconds for j in jobs if not math.isnan(j.train_seconds))
+    total_train = sum(j.counted_seconds for j in jobs if not math.isnan(j.counted_seconds))
+    uncounted = sum(j.resumed_uncounted for j in jobs)
     return [
         "## Budget",
         "",
@@ -287,8 +291,12 @@ def budget_lines(results: StudyResults, heldout: list[str]) -> list[str]:
         f"(G = {study.group_size}); {_span([per_step * s for s in steps], thousands=True)} training samples "
         "per run",
         *heldout,
-        f"- training wall time: {total_train / 60:.1f} min summed over runs",
+        f"- training wall time: {total_train / 60:.1f} min summed over runs"
+        + (f" ({uncounted} run{'s' * (uncounted != 1)} resumed before grae counted an earlier process's time: for "
+           f"{'them' if uncounted != 1 else 'it'} the logged step times of every process, a lower bound)"
+           if uncounted else ""),
         *devices_line(jobs),
+        *([blocking_line(check)] if (check := blocking(results)).by_seed else []),
         invocations_line(results.invocations, study.num_jobs, study.shared_jobs_dir),
         *(per_method_budget(results) + [""] if any(j.generated for j in jobs) else []),
         ("- statistics: mean over seeds and problems, 95% crossed seeds × problems interval "
@@ -309,6 +317,39 @@ def reference_rows(results: StudyResults, ks) -> list[str]:
         values = passk_estimates(ref, ks, bootstrap=0)
         out.append(f"| reference: {name} (exact) | " + " | ".join(f"{100 * values[k].value:.1f}" for k in ks) + " |")
     return out
+
+
+#: points within which a guesser's pass@k lies of the base's where no arm can show narrowing (issue 45 §3)
+GUESSER_WITHIN = 15.0
+#: the base's pass@k (points) from which a k is at its ceiling (issue 45 §3: the fair test's k >= 16)
+CEILING = 99.0
+
+
+def large_k_lines(results: StudyResults, base: dict[int, Interval], ks) -> list[str]:
+    """Below the held-out table: the k > 1 at which a reference with no computation (every reference policy but the
+    format-only oracle, which is the base renormalised) lies within GUESSER_WITHIN points of the base's pass@k.
+    There pass@k cannot show narrowing: a method would have to fall below what guessing reaches. Before it, the k
+    at which the base's pass@k is at least CEILING: no method can rise above it there. Empty when neither holds."""
+    from grae.eval.stats import passk_estimates
+
+    close: dict[int, list[str]] = {}
+    for name, ref in results.references.items():
+        if name == "format-only oracle":
+            continue
+        values = passk_estimates(ref, ks, bootstrap=0)
+        for k in ks[1:] if ks[0] == 1 else ks:  # narrowing is a loss at k > 1 (pass@1 is what RL raises)
+            if 100 * (base[k].mean - values[k].value) <= GUESSER_WITHIN:
+                close.setdefault(k, []).append(f"{name} {100 * values[k].value:.1f}")
+    ceiling = [k for k in ks if 100 * base[k].mean >= CEILING]
+    lines = ["", f"**pass@k is at its ceiling at k = {', '.join(map(str, ceiling))}**: the base reaches "
+             + ", ".join(f"{100 * base[k].mean:.1f}" for k in ceiling) + f" there (≥ {CEILING:.0f}), so no method can "
+             "rise above it and an interval that holds a margin there says little."] if ceiling else []
+    if not close:
+        return lines
+    return lines + ["", f"**pass@k cannot show narrowing at k = {', '.join(map(str, sorted(close)))}**: there a reference with "
+            f"no computation lies within {GUESSER_WITHIN:.0f} points of the base ("
+            + "; ".join(f"k = {k}: base {100 * base[k].mean:.1f}, {', '.join(close[k])}" for k in sorted(close))
+            + "), so a method's pass@k − base there says \"cannot show narrowing\", not \"did not narrow\"."]
 
 
 def _span(values: list[int], thousands: bool = False) -> str:

@@ -13,7 +13,8 @@ What the table keeps, and what it does not:
 * per-problem counts of every final model and of the base (``n`` and ``c``, or for exact rows ``p`` and
   ``mass``; ``c = p·n``): the paired differences and Holm tables need them;
 * a frontier checkpoint's crossed interval per k over the seeds every checkpoint of the method has, and
-  each seed's smallest ``n`` (:class:`FrontierCheckpoint`) — not its per-problem counts, which would
+  each seed's smallest ``n`` (:class:`FrontierCheckpoint`); per-problem counts only for the baseline's
+  checkpoints (the rule's distance above its frontier needs them per seed × problem) — every method's would
   multiply the table's size by the number of checkpoints;
 * per training step the logged values of the keys the report reads (:data:`METRIC_KEYS`), exact.
 
@@ -73,11 +74,14 @@ class StudyInfo:
     #: completions per optimiser step and the group size G (the first job's TRL settings)
     per_step: int
     group_size: int
-    #: the per-arm decision rule (``rule:`` in the study; grae.compare.rule), None when the study has none
+    #: the per-arm decision rule (``rule:`` in the study; grae.compare.rules), None when the study has none
     rule: dict[str, Any] | None = None
     #: whether the study's jobs live in a ``jobs_dir`` other studies may share (None: a table from before
     #: grae recorded it)
     shared_jobs_dir: bool | None = None
+    #: seed → machine kind of the jobs that trained before grae recorded their device (study key
+    #: ``unrecorded_devices``; grae.compare.machines); None when the study declares none
+    unrecorded_devices: dict[str, str] | None = None
 
 
 @dataclass
@@ -96,6 +100,21 @@ class JobResult:
     #: what trained it (``eval/summary.json``'s ``device``, grae.train.run.device_label); None for a job
     #: trained before grae recorded it
     device: str | None = None
+    #: the summed ``step_time`` of every logged step (``metrics.jsonl``: each process's steps); None in tables
+    #: from before issue 45
+    logged_seconds: float | None = None
+
+    @property
+    def resumed_uncounted(self) -> bool:
+        """A run resumed before grae counted an earlier process's time in ``train_seconds`` (4baee37): its
+        logged steps took longer than ``train_seconds`` says."""
+        return self.logged_seconds is not None and self.logged_seconds > self.train_seconds
+
+    @property
+    def counted_seconds(self) -> float:
+        """The training time the budget counts: ``train_seconds``, or for a run resumed before grae counted the
+        earlier process, its logged step times of every process (a lower bound)."""
+        return self.logged_seconds if self.resumed_uncounted else self.train_seconds
 
     @property
     def logged_steps(self) -> int:
@@ -114,6 +133,9 @@ class FrontierCheckpoint:
     n_min: dict[int, int]
     shared: list[int]
     passk: dict[int, Interval]
+    #: the baseline's checkpoints only: each seed's per-problem counts (the frontier distance's cells,
+    #: grae.compare.rules.frontier_distance); None for the other methods and in tables from before issue 45
+    counts: dict[int, ProblemCounts] | None = None
 
 
 @dataclass
@@ -156,7 +178,8 @@ def gather(cfg: CompareConfig) -> StudyResults:
                      frontier=list(cfg.frontier), paired_against=list(cfg.paired_against), heldout=cfg.heldout,
                      num_jobs=len(jobs), per_step=trl.get("per_device_train_batch_size", 8)
                      * trl.get("gradient_accumulation_steps", 1), group_size=int(trl.get("num_generations", 8)),
-                     rule=cfg.rule, shared_jobs_dir=cfg.jobs_dir is not None)
+                     rule=cfg.rule, shared_jobs_dir=cfg.jobs_dir is not None,
+                     unrecorded_devices={str(s): kind for s, kind in cfg.unrecorded_devices.items()} or None)
     base_rows = {name: _rows(cfg.output_dir / "base" / name) for name in BASE_FILES}
     base_files = {name: _counts(rows) for name, rows in base_rows.items() if rows is not None}
     results = StudyResults(info, {}, base_files, invocations=read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True))
@@ -198,7 +221,8 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
     after = _rows(job.output_dir / "eval" / "after.jsonl")
     result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
                        train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
-                       generated=summary.get("generated_completions"), device=summary.get("device"))
+                       generated=summary.get("generated_completions"), device=summary.get("device"),
+                       logged_seconds=float(sum(r.get("step_time") or 0.0 for r in rows)) if rows else None)
     if after is not None:
         if (cfg.eval or {}).get("exact"):
             result.sampled = _counts(after)
@@ -249,7 +273,8 @@ def _frontier(cfg: CompareConfig, jobs: list[Job], max_steps: int) -> dict[str, 
             counts = [per_seed[s] for s in shared]
             passk = method_passk(counts, powers_of_two(min(int(c.n.min()) for c in counts))) if counts else {}
             out.setdefault(method, {})[f] = FrontierCheckpoint({s: int(c.n.min()) for s, c in per_seed.items()},
-                                                               shared, passk)
+                                                               shared, passk,
+                                                               dict(per_seed) if method == cfg.baseline else None)
     return out
 
 
@@ -297,12 +322,16 @@ def to_json(results: StudyResults) -> dict[str, Any]:
         "problems": problems,
         "jobs": {m: {str(s): {"final": counts(j.final), "sampled": counts(j.sampled), "train_seconds": j.train_seconds,
                               "steps": j.steps, "generated": j.generated, "memorisation": j.memorisation,
-                              "metrics": j.metrics, "device": j.device} for s, j in by_seed.items()}
+                              "metrics": j.metrics, "device": j.device,
+                              **({"logged_seconds": j.logged_seconds} if j.logged_seconds is not None else {})}
+                          for s, j in by_seed.items()}
                  for m, by_seed in results.jobs.items()},
         "base_files": {name: counts(c) for name, c in results.base_files.items()},
         "references": {name: counts(c) for name, c in results.references.items()},
         "frontier": {m: {repr(f): {"n_min": {str(s): n for s, n in cp.n_min.items()}, "shared": cp.shared,
-                                   "passk": {str(k): interval_json(iv) for k, iv in cp.passk.items()}}
+                                   "passk": {str(k): interval_json(iv) for k, iv in cp.passk.items()},
+                                   **({"counts": {str(s): counts(c) for s, c in cp.counts.items()}}
+                                      if cp.counts is not None else {})}
                          for f, cp in by_f.items()} for m, by_f in results.frontier.items()},
         "invocations": results.invocations,
     }
@@ -319,11 +348,14 @@ def from_json(data: dict[str, Any]) -> StudyResults:
 
     jobs = {m: {int(s): JobResult(final=counts(j["final"]), metrics=j["metrics"], train_seconds=j["train_seconds"],
                                   steps=j["steps"], generated=j["generated"], sampled=counts(j["sampled"]),
-                                  memorisation=j["memorisation"], device=j.get("device"))
+                                  memorisation=j["memorisation"], device=j.get("device"),
+                                  logged_seconds=j.get("logged_seconds"))
                  for s, j in by_seed.items()}
             for m, by_seed in data["jobs"].items()}
     frontier = {m: {float(f): FrontierCheckpoint({int(s): n for s, n in cp["n_min"].items()}, cp["shared"],
-                                                 {int(k): Interval(**iv) for k, iv in cp["passk"].items()})
+                                                 {int(k): Interval(**iv) for k, iv in cp["passk"].items()},
+                                                 {int(s): counts(c) for s, c in cp["counts"].items()}
+                                                 if "counts" in cp else None)
                     for f, cp in by_f.items()} for m, by_f in data["frontier"].items()}
     return StudyResults(StudyInfo(**data["study"]), jobs,
                         {name: counts(c) for name, c in data["base_files"].items()},

@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from grae.compare.grid import CompareConfig, Job
+from grae.compare.machines import check_sitting, this_machine
 from grae.io import atomic_write_json, atomic_write_text
 
 
@@ -90,6 +91,8 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
         base_frontier_evaluation(cfg, jobs[0], log)
     if not pending:
         return {}
+    trains = [j for j in pending if not (j.output_dir / "final").exists()]  # not those only left to evaluate
+    check_sitting(cfg, [j.seed for j in trains], this_machine())
     base_rows = share_base_evaluation(cfg, pending, log)
     threads = max(1, (os.cpu_count() or 1) // max(1, cfg.parallel))
     seconds: dict[str, float] = {}

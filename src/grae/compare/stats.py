@@ -93,7 +93,7 @@ def crossed_variance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def variance_from_mean_squares(ms_seed: np.ndarray, ms_problem: np.ndarray, ms_resid: np.ndarray, n_seeds: int,
                                n_problems: int) -> tuple[np.ndarray, np.ndarray]:
     """(MS_seed, MS_problem, MS_resid) of an S × P design → (V, Satterthwaite ν) of its grand mean, V floored at
-    min(MS_seed, MS_problem)/(S·P) (module docstring); also for projected designs (grae.compare.rule)."""
+    min(MS_seed, MS_problem)/(S·P) (module docstring); also for projected designs (grae.compare.rules.common)."""
     df_resid = (n_seeds - 1) * (n_problems - 1)
     cells = n_seeds * n_problems
     unbiased = (ms_seed + ms_problem - ms_resid) / cells

@@ -1,5 +1,5 @@
 """The rule ``non_inferior_every_k`` (study key ``rule:``; issue 37 §3): is one arm at least as good as the
-baseline at every k? A pure function of the study's table, beside :mod:`grae.compare.rule`'s keeps_passk.
+baseline at every k? A pure function of the study's table, beside :mod:`grae.compare.rules.keeps_passk`.
 
 ``rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3,
 min_seeds: 5}}`` (margins in points) reads, for every trained arm other than the baseline and at every k of
@@ -7,14 +7,14 @@ the report (1, 2, 4, … up to the rows' smallest n), d_k = pass@k(arm) − pass
 the same problems, with the report's crossed seeds × problems intervals (grae.compare.stats):
 
 * per k, each arm's non-inferiority p = min(1, 2·P(T_ν ≥ (mean − m)/se)) against the margin m
-  (:func:`grae.compare.rule.margin_p`), and Holm's step-down over the arms at α = 0.05, one family per k
+  (:func:`grae.compare.rules.common.margin_p`), and Holm's step-down over the arms at α = 0.05, one family per k
   (:func:`grae.compare.stats.holm_levels`); each arm's interval at k is at its Holm step's level 1 − a, so
   its lower bound clears m exactly where Holm rejects;
 * at k an arm **holds** when d_k's lower bound > m (non-inferior within |m| points), **fails** when its
   upper bound < 0 (below the baseline), and is otherwise **undecided**, with the seeds or problems that
   would move the first bound to reach its threshold (the lower bound to m when the mean is at or above
   m/2, else the upper bound to 0) if the mean and the variance components stayed as measured
-  (:func:`grae.compare.rule.needed`). With m < 0 an interval inside (m, 0) both holds and fails: it counts
+  (:func:`grae.compare.rules.common.needed`). With m < 0 an interval inside (m, 0) both holds and fails: it counts
   as fails (marked in the table), which is how the arm's reading below resolves it;
 * an arm is **supported** ("arm ≥ baseline at every k") only if it holds at every k, **refuted** if it
   fails at any k, otherwise **inconclusive**. Holm adjusts over the arms within each k, not over the k's:
@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grae.compare.rule import ALPHA, RuleError, cell, margin_p, needed, pilot_line
+from grae.compare.rules.common import ALPHA, RuleError, cell, margin_p, needed, pilot_line
 from grae.compare.stats import Interval, crossed_interval, holm, holm_levels, paired_differences
 
 if TYPE_CHECKING:
     from grae.compare.results import StudyResults
 
 NAME = "non_inferior_every_k"
-
 
 
 @dataclass
@@ -169,7 +168,7 @@ def rule_lines(outcome: EveryKOutcome, baseline: str) -> list[str]:
     m = 100 * outcome.margin
     lines = ["", f"## Decision rule: is {outcome.arm} ≥ {baseline} at every k? (points; intervals at each arm's Holm "
              "level per k)", "",
-             f"Per arm other than {baseline} (grae.compare.rule_every_k): d_k = pass@k − {baseline}, paired by seed on "
+             f"Per arm other than {baseline} (grae.compare.rules.every_k): d_k = pass@k − {baseline}, paired by seed on "
              f"the same problems, crossed seeds × problems intervals, at k = {_ks(outcome.ks)}. Per k, Holm (α = "
              f"{ALPHA}) runs over the {len(outcome.arms)} arms on the non-inferiority p of the margin {m:+.1f} (the "
              "two-sided-equivalent t probability); every interval at k is at its arm's Holm step level, so its lower "

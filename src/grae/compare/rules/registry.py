@@ -1,5 +1,5 @@
 """Every decision rule a study can name (study key ``rule:``), by name: its four pure functions of the
-study's table. Their keys and study-level checks are :data:`grae.compare.rule_spec.RULE_SPECS`."""
+study's table. Their keys and study-level checks are :data:`grae.compare.rules.spec.RULE_SPECS`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from grae.compare import rule, rule_every_k
+from grae.compare.rules import every_k, keeps_passk
 
 if TYPE_CHECKING:
     from grae.compare.results import StudyResults
@@ -26,9 +26,9 @@ class RuleKind:
 
 
 RULES = {
-    "keeps_passk": RuleKind(rule.decide, rule.answer_line, rule.rule_lines, rule.outcome_json),
-    "non_inferior_every_k": RuleKind(rule_every_k.decide, rule_every_k.answer_line, rule_every_k.rule_lines,
-                                     rule_every_k.outcome_json),
+    "keeps_passk": RuleKind(keeps_passk.decide, keeps_passk.answer_line, keeps_passk.rule_lines,
+                            keeps_passk.outcome_json),
+    "non_inferior_every_k": RuleKind(every_k.decide, every_k.answer_line, every_k.rule_lines, every_k.outcome_json),
 }
 
 

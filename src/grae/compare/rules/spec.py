@@ -1,8 +1,8 @@
 """What a study's ``rule:`` key may hold, checked when the study loads (:func:`grae.compare.grid.check_rule`):
 each rule's keys with their types, an example, and its study-level checks.
 
-The rules themselves (pure functions of a study's table) are :mod:`grae.compare.rule` (``keeps_passk``) and
-:mod:`grae.compare.rule_every_k` (``non_inferior_every_k``). This module sits below them and below
+The rules themselves (pure functions of a study's table) are :mod:`grae.compare.rules.keeps_passk` and
+:mod:`grae.compare.rules.every_k` (``non_inferior_every_k``). This module sits below them and below
 ``grid``, so loading a study never imports the rules' statistics (nor, through them, the report's layer).
 """
 
@@ -21,7 +21,8 @@ CompareConfig = Any
 class RuleKey(NamedTuple):
     """One key of a rule's spec: whether it is required, what it takes (the words of its error) and its
     type: ``points`` (a finite number), ``margin`` (points <= 0), ``count`` (an integer >= 1),
-    ``power_of_two`` (a count that is one) or ``method`` (a trained arm other than the baseline)."""
+    ``power_of_two`` (a count that is one), ``method`` (a trained arm other than the baseline) or ``test``
+    (one of :data:`FRONTIER_TESTS`)."""
 
     required: bool
     what: str
@@ -45,7 +46,13 @@ def evaluated_n(cfg: CompareConfig) -> int:
 
 MIN_SEEDS_KEY = RuleKey(False, "an integer >= 1: fewer seeds per arm make the report a pilot (default 3)", "count")
 
-#: keeps_passk's keys (grae.compare.rule)
+#: how keeps_passk reads "above the baseline's frontier": ``interval`` (the distance's crossed interval has its
+#: lower bound above ``frontier_margin``, a criterion under Holm; grae.compare.rules.frontier_distance) or
+#: ``point`` (the distance's point above 0, the rule as studies before issue 45 pre-registered it; the interval
+#: is printed beside it)
+FRONTIER_TESTS = ("interval", "point")
+
+#: keeps_passk's keys (grae.compare.rules.keeps_passk)
 KEEPS_PASSK_KEYS = {
     "k": RuleKey(True, "the deciding k, a power of two (e.g. 16)", "power_of_two"),
     "pass1_margin_vs_baseline": RuleKey(True, "points, e.g. -2: pass@1(arm) − pass@1(baseline) must stay above it"),
@@ -53,6 +60,10 @@ KEEPS_PASSK_KEYS = {
     "min_seeds": MIN_SEEDS_KEY,
     "baseline_pass1_margin_vs_oracle": RuleKey(False, "points, e.g. 3: the baseline must beat the format-only "
                                                       "oracle's pass@1 by more (95 % lower bound), or the testbed failed"),
+    "frontier_margin": RuleKey(False, "points, e.g. 0 (the default): the distance above the baseline's frontier at "
+                                      "equal pass@1 must have its lower bound above it"),
+    "frontier_test": RuleKey(False, "'interval' (the default: the distance's lower bound > frontier_margin) or 'point' "
+                                    "(its point > 0, as pre-registered before issue 45)", "test"),
 }
 
 
@@ -68,9 +79,14 @@ def check_keeps(spec: dict[str, Any], cfg: CompareConfig) -> None:
     if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
         raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
                           "exact rows; add eval: {exact: true}")
+    if spec.get("frontier_test") == "point" and spec.get("frontier_margin", 0) != 0:
+        raise ConfigError("rule.keeps_passk.frontier_margin: the point test compares the point with 0; give "
+                          "frontier_test: interval to use a margin, or remove frontier_margin")
+    spec.setdefault("frontier_test", "interval")
+    spec.setdefault("frontier_margin", 0)
 
 
-#: non_inferior_every_k's keys (grae.compare.rule_every_k)
+#: non_inferior_every_k's keys (grae.compare.rules.every_k)
 EVERY_K_KEYS = {
     "arm": RuleKey(True, "the claim's arm: a method of this study other than the baseline", "method"),
     "margin_vs_baseline": RuleKey(True, "points <= 0, e.g. -1: at k the arm holds when pass@k(arm) − "
