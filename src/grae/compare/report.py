@@ -18,7 +18,14 @@ import numpy as np
 
 from grae.compare.grid import MIN_VERDICT_SEEDS, CompareConfig
 from grae.compare.results import INVOCATIONS, JobResult, StudyResults, gather, write_summary
-from grae.compare.stats import Interval, holm_intervals, method_passk, paired_differences, two_level_bootstrap
+from grae.compare.stats import (
+    Interval,
+    holm_intervals,
+    method_passk,
+    paired_differences,
+    proportion_interval,
+    two_level_bootstrap,
+)
 from grae.compare.training import dynamics_lines, plot_dynamics, update_allocation
 from grae.eval.report import line_colors
 from grae.io import append_jsonl, atomic_write_json, atomic_write_text
@@ -77,7 +84,7 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
     if diffs:
         sections += paired_section(f"Paired difference vs {study.baseline}", [], diff_values, ks, holm, "vs_baseline")
     if counts is not None:
-        base = dict(zip(ks, two_level_bootstrap(per_problem_passk(counts, ks)[None], study.bootstrap)))
+        base = dict(zip(ks, proportion_interval(per_problem_passk(counts, ks)[None])))
         if "base" in study.paired_against:
             values = {m: paired_differences(c, dict.fromkeys(c, counts), ks) for m, c in finals.items()}
             vs_base = intervals_of(values, ks)
