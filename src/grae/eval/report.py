@@ -331,7 +331,7 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
         if mixed:
             per_task[task] = {mixed[label]: tc for label, tc in tcs.items()}
             notes[task] = "; ".join(filter(None, [notes.get(task), "the curves were sampled at different temperatures "
-                                                                  "(T in each label): pass@k at higher T is not a better model"]))
+                                                                  "(T in each label), and pass@k depends on T"]))
     by_task: dict[str, dict[str, dict[int, float]]] = {}
     bands: dict[str, dict[str, dict[int, tuple[float, float]]]] = {}
     for task, tcs in per_task.items():

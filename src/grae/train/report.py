@@ -26,6 +26,8 @@ PANELS = (
     ("collapsed groups (share; sum = ACR)", {"all correct": "frac_all_correct", "all wrong": "frac_all_wrong"},
      (0.0, 1.0)),
 )
+#: curves drawn as logged, without the running mean (a schedule, not a noisy estimate)
+EXACT_CURVES = {"learning_rate"}
 #: why a panel can be empty
 NOT_LOGGED = {"kl": "not logged: TRL logs kl only with trl.beta > 0", "clip_ratio": "not logged by this TRL loss"}
 #: the report's table of first vs last steps
@@ -69,12 +71,13 @@ def plot_training_curves(rows: list[dict], path: Path, title: str, before: dict[
     panels = panel_series(rows, before, after, steps)
     fig, axes = plt.subplots(3, 3, figsize=(12, 9), dpi=110)
     for ax, (label, series, limits), spec in zip(axes.ravel(), panels, [*PANELS, None]):
+        smoothed = spec is not None and len(series) == 1 and not set(spec[1].values()) & EXACT_CURVES
         for name, pts in series.items():
             xs, ys = zip(*pts)
             heldout = spec is None
-            line, = ax.plot(xs, ys, linewidth=1.4 if heldout else 0.8, alpha=1.0 if heldout or len(series) > 1 else 0.4,
+            line, = ax.plot(xs, ys, linewidth=0.8 if smoothed else 1.4, alpha=0.4 if smoothed else 1.0,
                             marker="o" if heldout else None, markersize=3, label=name)
-            if not heldout and len(series) == 1 and len(ys) > 2:
+            if smoothed and len(ys) > 2:
                 window = max(1, len(ys) // 20)
                 smooth = [sum(ys[max(0, i - window + 1): i + 1]) / len(ys[max(0, i - window + 1): i + 1])
                           for i in range(len(ys))]

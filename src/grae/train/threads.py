@@ -2,9 +2,9 @@
 
 On a CPU, torch's default is one OpenMP thread per core. OpenMP threads wait for each other at every
 parallel region by spinning, so when another process holds one of the cores each region waits for a thread
-that is not running: on this project's 2-core machine the tiny default's step went from 0.65 s alone to
-≈ 5 s (7×) beside one busy process at 2 threads, while 1 thread barely slows (docs/tiny.md, "Threads";
-``bench/bench_threads.py``). So on a CPU grae uses :data:`DEFAULT_CPU_THREADS` unless told otherwise:
+that is not running: on this project's 2-core machine, with other processes busy, the tiny default's step took
+9.7–13.8 s at 2 threads and 1.5–1.7 s at 1 thread (``bench/bench_threads.py``; docs/tiny.md, "Threads"), while
+2 threads gain ≈ 20 % on an idle machine. So on a CPU grae uses :data:`DEFAULT_CPU_THREADS` unless told otherwise:
 ``--threads N``, or ``OMP_NUM_THREADS`` in the environment (``grae compare`` sets it per job). On a GPU
 torch's default stands (the CPU threads only feed it).
 """
