@@ -148,3 +148,13 @@ def test_grae_report_marks_curves_of_different_temperatures(tmp_path):
     assert set(same.curves["chain_sum"]) == {"hot", "also"}  # one temperature: labels as they were
     unknown = write_report([hot, _eval_rows(tmp_path / "bare.jsonl", None, [0, 1, 1])], tmp_path / "out3")
     assert set(unknown.curves["chain_sum"]) == {"hot (T = 1)", "bare (T unknown)"}
+
+
+def test_a_difference_of_proportions_is_shown_inside_plus_minus_100():
+    """A paired difference's interval as computed feeds p, Holm and the rules; shown, it stays in [−100, +100]."""
+    from grae.compare.report import difference
+    from grae.compare.stats import Interval
+
+    assert difference(Interval(0.03, -0.351, 0.411)) == "+3.0 [-35.1, +41.1]"
+    assert difference(Interval(0.5, -0.8, 1.8)) == "+50.0 [-80.0, +100.0]"
+    assert difference(Interval(-0.6, -1.9, 0.7)) == "-60.0 [-100.0, +70.0]"
