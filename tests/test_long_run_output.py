@@ -118,10 +118,22 @@ def test_a_piped_table_fits_80_columns_and_cuts_no_word():
     assert set(names()) <= first_column
 
 
-def test_verbose_may_stand_anywhere_on_the_command_line():
-    proc = subprocess.run([sys.executable, "-m", "grae.cli", "estimators", "--verbose"], capture_output=True,
-                          text=True, timeout=scaled(60))
-    assert proc.returncode == 0 and "agrae" in proc.stdout
+def test_a_piped_run_leaves_out_transformers_bars_and_verbose_brings_them_back(tmp_path):
+    """A real `grae eval` in a pipe: no "Loading weights" bar; with --verbose (after the other options) it is there."""
+    from tiny_model import build_random_tiny
+
+    model = build_random_tiny(str(tmp_path / "tiny"))
+    env = {k: v for k, v in os.environ.items() if k not in (*QUIET_ENV, VERBOSE_ENV)}
+    outputs = []
+    for extra in ([], ["--verbose"]):
+        proc = subprocess.run([sys.executable, "-m", "grae.cli", "eval", model, "--tasks", "chain_sum", "--n", "1",
+                               "--num-problems", "2", "--output", str(tmp_path / f"eval{len(extra)}"), *extra],
+                              capture_output=True, text=True, timeout=scaled(120), env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        outputs.append(proc.stdout + proc.stderr)
+    quiet, verbose = outputs
+    assert "Loading weights" not in quiet and "Loading weights" in verbose
+    assert "summary: " in quiet and "rows: " in quiet  # grae's own lines stay
 
 
 # ---- disk ---------------------------------------------------------------------------------------------------------

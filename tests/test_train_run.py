@@ -65,6 +65,7 @@ def test_run_directory_and_report(model_dir, tmp_path):
 
     assert f"run directory: {out}, {human_bytes(directory_size(out))} (final/ shares" in " ".join(log.split())
     assert "1 torch thread (OMP_NUM_THREADS)" in log  # the header says what computes
+    assert "Loading weights" not in log  # transformers' bars stay out of a pipe (grae.cli.quiet)
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for key in ["reward_mean", "omega", "acr", "entropy", "adv_pos_mass", "adv_neg_mass"]:
