@@ -302,8 +302,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             self._write_grae_state(os.path.join(run_dir, f"checkpoint-{self.state.global_step}"))
             from transformers.trainer_utils import rotate_checkpoints
 
-            rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
-                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,  # by time, as transformers: the one just
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)  # written stays
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         with cpu_map_location():
