@@ -146,8 +146,10 @@ def test_grae_report_marks_curves_of_different_temperatures(tmp_path):
     assert "| hot (T = 1) |" in text and "| cold (T = 0.6) |" in text and "different temperatures" in text
     same = write_report([hot, _eval_rows(tmp_path / "also.jsonl", 1.0, [0, 1, 1])], tmp_path / "out2")
     assert set(same.curves["chain_sum"]) == {"hot", "also"}  # one temperature: labels as they were
-    unknown = write_report([hot, _eval_rows(tmp_path / "bare.jsonl", None, [0, 1, 1])], tmp_path / "out3")
-    assert set(unknown.curves["chain_sum"]) == {"hot (T = 1)", "bare (T unknown)"}
+    bare = _eval_rows(tmp_path / "bare.jsonl", None, [0, 1, 1])  # rows that record no temperature
+    assert set(write_report([hot, bare], tmp_path / "out3").curves["chain_sum"]) == {"hot", "bare"}
+    mixed = write_report([hot, cold, bare], tmp_path / "out4")
+    assert set(mixed.curves["chain_sum"]) == {"hot (T = 1)", "cold (T = 0.6)", "bare (T unknown)"}
 
 
 def test_a_difference_of_proportions_is_shown_inside_plus_minus_100():

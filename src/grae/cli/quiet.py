@@ -19,7 +19,6 @@ QUIET_ENV = {
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
     "DATASETS_VERBOSITY": "error",
-    "TOKENIZERS_PARALLELISM": "false",  # the fork notice of the Rust tokenizers
 }
 
 

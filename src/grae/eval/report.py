@@ -297,10 +297,11 @@ def compare_on_shared(curves: dict[str, TaskCurve]) -> str:
 
 
 def temperature_labels(curves: Mapping[str, TaskCurve]) -> dict[str, str] | None:
-    """``{label: "label (T = 0.6)"}`` when the curves of one task were sampled at different temperatures (or some
-    at an unknown one: ``"T unknown"``), so no plot or table mixes them unmarked; None when they agree."""
+    """``{label: "label (T = 0.6)"}`` when the curves of one task were sampled at two or more known temperatures,
+    so no plot or table mixes them unmarked (a curve whose rows record none is then ``"T unknown"``); None when
+    the known ones agree."""
     temperatures = {label: tc.temperature for label, tc in curves.items()}
-    if len(set(temperatures.values())) <= 1:
+    if len({t for t in temperatures.values() if t is not None}) <= 1:
         return None
     return {label: f"{label} (T = {t:g})" if t is not None else f"{label} (T unknown)" for label, t in temperatures.items()}
 
