@@ -60,7 +60,7 @@ def test_cli_parallel_and_seeds_reach_the_runner_and_bad_values_name_the_flag(tm
     seen: dict = {}
     original_run_jobs = runner.run_jobs
 
-    def run_jobs(cfg, *, log, seeds=None, on_finished=None):
+    def run_jobs(cfg, *, log, seeds=None, on_finished=None, status_every=0.0):
         seen.update(parallel=cfg.parallel, seeds=seeds)
         raise runner.JobsFailed(cfg.jobs()[:1], len(cfg.jobs()))  # stop before the report: nothing trained
 

@@ -235,14 +235,15 @@ def test_resume_rebuilds_a_torn_metrics_log_and_passes_over_a_cut_checkpoint(mod
     from test_train_run import finish, grae_train
 
     out = tmp_path / "D"
-    finish(grae_train(model_dir, out, "--max-steps", "3", "--save_steps", "2", *QUICK))
+    keep_two = ("--trl.save_total_limit", "2")  # grae keeps one checkpoint by default; a kept older one is the fallback
+    finish(grae_train(model_dir, out, "--max-steps", "3", "--save_steps", "2", *keep_two, *QUICK))
     metrics = out / "metrics.jsonl"
     rows = read_metrics(metrics)
     lines = metrics.read_text().splitlines(keepends=True)
     metrics.write_text(lines[0] + lines[1][: len(lines[1]) // 2])  # step 1, then a torn step 2, steps 3 gone
     weights = out / "checkpoints" / "checkpoint-3" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    log = finish(grae_train(model_dir, out, "--max-steps", "4", "--save_steps", "2", *QUICK, "--resume"))
+    log = finish(grae_train(model_dir, out, "--max-steps", "4", "--save_steps", "2", *keep_two, *QUICK, "--resume"))
     assert "checkpoint-3 is damaged (model.safetensors" in log and "resuming from" in log and "checkpoint-2" in log
     assert "1 rows missing (steps 2-2) were rebuilt" in log
     resumed = read_metrics(metrics)

@@ -56,8 +56,16 @@ def test_run_directory_and_report(model_dir, tmp_path):
     assert "pass@1" in log and "change" in log  # the final summary table
     for name in ["config.yaml", "metrics.jsonl", "report.md", "training.png", "passk.png", "eval/before.jsonl",
                  "eval/after.jsonl", "eval/summary.json", "final/config.json",
-                 "checkpoints/checkpoint-2/grae_checkpoint_complete", "checkpoints/checkpoint-3/grae_estimator_state.json"]:
+                 "checkpoints/checkpoint-3/grae_checkpoint_complete", "checkpoints/checkpoint-3/grae_estimator_state.json"]:
         assert (out / name).exists(), name
+    # disk: the last resumable checkpoint only (save_total_limit 1), its weights and final/'s stored once
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["checkpoint-3"]
+    assert os.path.samefile(out / "final" / "model.safetensors", out / "checkpoints" / "checkpoint-3" / "model.safetensors")
+    from grae.train.disk import directory_size, human_bytes
+
+    assert f"run directory: {out}, {human_bytes(directory_size(out))} (final/ shares" in " ".join(log.split())
+    assert "1 torch thread (OMP_NUM_THREADS)" in log  # the header says what computes
+    assert "Loading weights" not in log  # transformers' bars stay out of a pipe (grae.cli.quiet)
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for key in ["reward_mean", "omega", "acr", "entropy", "adv_pos_mass", "adv_neg_mass"]:

@@ -28,6 +28,9 @@ def _version(value: bool) -> None:
 def _root(
     _version_flag: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
                                        help="Print grae's version and exit."),
+    _verbose: bool = typer.Option(False, "--verbose", help="Keep third-party progress bars, log lines and warnings "
+                                  "in piped output (they are left out of pipes and log files); may stand anywhere "
+                                  "on the command line."),
 ) -> None:
     """grae: GRPO-family advantage estimators, trained through TRL or verl."""
 
@@ -50,5 +53,11 @@ def _mount() -> None:
 
 
 def main() -> None:
+    import sys
+
+    from grae.cli.quiet import quiet_third_party, take_verbose
+
+    sys.argv[1:] = take_verbose(sys.argv[1:])
+    quiet_third_party()
     _mount()
     app()

@@ -7,6 +7,9 @@ import typer
 
 from grae.cli.output import check_writable, error
 
+#: seconds between status lines while jobs run (--status-every): at a terminal, and in a pipe or log file
+STATUS_EVERY_TERMINAL, STATUS_EVERY_PIPE = 15.0, 60.0
+
 
 def register(app: typer.Typer) -> None:
     @app.command("compare")
@@ -18,6 +21,9 @@ def register(app: typer.Typer) -> None:
                                           "re-rendered report [default: the summary's folder]."),
         parallel: int | None = typer.Option(None, "--parallel", min=1, help="Jobs at once on this machine [default: "
                                             "the study's parallel]; changes no job."),
+        status_every: float | None = typer.Option(None, "--status-every", min=0, help="Seconds between the lines "
+                                                  "that show each running job (step, reward, elapsed, ETA) and the "
+                                                  "study total; 0: none [default: 15 at a terminal, 60 in a pipe]."),
         seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds of the study to run in this "
                                          "sitting (another machine runs the rest); the report is written once "
                                          "every job of the study has finished [default: all]."),
@@ -72,7 +78,9 @@ def register(app: typer.Typer) -> None:
 
             try:
                 seconds = run_jobs(cfg, log=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
-                                   seeds=chosen, on_finished=record)
+                                   seeds=chosen, on_finished=record,
+                                   status_every=status_every if status_every is not None else
+                                   STATUS_EVERY_TERMINAL if console.is_terminal else STATUS_EVERY_PIPE)
             except JobsFailed as err:
                 error(console, "error:", err)
                 raise typer.Exit(1) from None

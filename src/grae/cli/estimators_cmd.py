@@ -9,12 +9,15 @@ def register(app: typer.Typer) -> None:
     @app.command("estimators")
     def estimators() -> None:
         """List registered advantage estimators with their default parameters."""
-        from rich.table import Table
+        from rich.table import Column, Table
 
         from grae.advantage import describe, names
         from grae.cli.output import console
 
-        table = Table("name", "parameters (defaults)", "context", "what it is")
+        # at the terminal's width (80 columns in a pipe): long cells wrap, a word longer than its column folds
+        table = Table(Column("name", no_wrap=True), Column("parameters (defaults)", overflow="fold", ratio=3),
+                      Column("context", overflow="fold", ratio=1, min_width=7),
+                      Column("what it is", overflow="fold", ratio=4), expand=True)
         for name in names():
             d = describe(name)
             table.add_row(name, d["signature"], ", ".join(d["requires"]) or "-", d["summary"])

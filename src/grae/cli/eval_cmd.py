@@ -386,9 +386,10 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", err)
             raise typer.Exit(1) from None
         for task, figure in result.figures.items():
-            console.print(f"{task}: {figure}", markup=False, highlight=False, emoji=False)
+            console.print(f"{task}: {figure}", markup=False, highlight=False, emoji=False, soft_wrap=True)
             if task in result.notes:
-                console.print(f"{task}: {result.notes[task]}", markup=False, highlight=False, emoji=False)
+                console.print(f"{task}: {result.notes[task]}", markup=False, highlight=False, emoji=False,
+                              soft_wrap=True)
         console.print(f"markdown: {result.markdown}\n", markup=False, highlight=False, emoji=False)
         print(result.markdown.read_text())
 

@@ -10,13 +10,15 @@ from typing import Any
 
 from rich.markup import escape
 
-#: console width when stdout is not a terminal: tables in a pipe or file are not cut at rich's 80 columns
-PIPE_WIDTH = 400
+#: console width when stdout is not a terminal (and ``COLUMNS`` is unset): a terminal's usual 80 columns, so
+#: ``grae estimators | cat`` or a log file read in a terminal is not 400 columns wide
+PIPE_WIDTH = 80
 
 
 def console(**kwargs: Any) -> Any:
-    """A rich Console for a command's output; in a pipe or file (no terminal, no ``COLUMNS``) it is
-    :data:`PIPE_WIDTH` wide, so tables keep every column whole (tables do not expand to the width)."""
+    """A rich Console for a command's output: as wide as the terminal, or :data:`PIPE_WIDTH` in a pipe or file
+    (no terminal, no ``COLUMNS``). A table wider than that wraps its cells' text onto more lines (rich folds
+    it): every word is printed, no column is cut with an ellipsis."""
     import sys
 
     from rich.console import Console

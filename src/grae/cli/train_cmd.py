@@ -187,6 +187,9 @@ def register(app: typer.Typer) -> None:
                                     "checkpoint (only max_steps and eval settings may change; a longer run re-evaluates)."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that holds another run and start anew."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the rich progress bar."),
+        threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads [default: OMP_NUM_THREADS "
+                                           "when set, else 1 on a CPU (fastest beside any other busy process; "
+                                           "docs/tiny.md) and torch's own on a GPU]."),
         debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
                                    "print the traceback after its one line (it is always in the run's error.log)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the config in full and say what it resolves to "
@@ -238,9 +241,12 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from grae.train.run import INTERRUPTED_EXIT, DiskFullError, DivergenceError, run_train
+        from grae.train.threads import apply_threads
 
+        cuda = _cuda_training(cfg)
         console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
-                      f"{escape(cfg.model)} → {escape(cfg.output_dir)}", highlight=False, soft_wrap=True)
+                      f"{escape(cfg.model)} → {escape(cfg.output_dir)}; {escape(apply_threads(threads, cuda=cuda))}",
+                      highlight=False, soft_wrap=True)
         try:
             result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
         except ConfigError as err:
@@ -282,3 +288,20 @@ def register(app: typer.Typer) -> None:
             console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)
         if result.report:
             console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
+        console.print(run_size_line(result), markup=False, highlight=False, soft_wrap=True)
+
+
+def _cuda_training(cfg) -> bool:
+    """Training runs on a GPU: CUDA is there and the recipe does not ask for the CPU (trl.use_cpu)."""
+    import torch
+
+    return torch.cuda.is_available() and not cfg.trl.get("use_cpu")
+
+
+def run_size_line(result) -> str:
+    """``run directory: runs/default, 38.2 MB (final/ shares 14.0 MB of weight files with the last checkpoint)``."""
+    from grae.train.disk import directory_size, human_bytes
+
+    shared = (f" (final/ shares {human_bytes(result.shared_bytes)} of files with the last checkpoint: hard links, "
+              "stored once)" if result.shared_bytes else "")
+    return f"run directory: {result.output_dir}, {human_bytes(directory_size(result.output_dir))}{shared}"

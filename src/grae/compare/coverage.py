@@ -12,7 +12,7 @@ own seed effects and interactions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +49,19 @@ PILOT_SCENARIOS = (
     Scenario("seeds strongly dominate, 2 seeds", seeds=2, sigma_seed=1.0, sigma_interaction=0.1),
 )
 
+#: studies whose pass@k lies near 0 or 1 with few problems and seeds (a quick-start study: 20 problems × 16
+#: samples): where a symmetric interval crosses the bounds, and :func:`grae.compare.stats.proportion_interval`
+#: must still cover
+BOUNDARY_SCENARIOS = (
+    Scenario("easy, 20 problems, 2 seeds", seeds=2, problems=20, samples=16, mu=1.5, sigma_problem=1.5,
+             sigma_seed=0.5, sigma_interaction=0.2),
+    Scenario("easy, 20 problems, 3 seeds", seeds=3, problems=20, samples=16, mu=1.5, sigma_problem=1.5,
+             sigma_seed=0.5, sigma_interaction=0.2),
+    Scenario("hard, 20 problems, 3 seeds", seeds=3, problems=20, samples=16, mu=-3.0, sigma_problem=1.5,
+             sigma_seed=0.5, sigma_interaction=0.2),
+    Scenario("easy, 20 problems, 5 seeds, no seed effect", seeds=5, problems=20, samples=16, mu=1.5, sigma_problem=1.5),
+)
+
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
@@ -80,8 +93,10 @@ def truth(sc: Scenario, ks: Sequence[int], *, paired: bool, draws: int = 400_000
 
 
 def coverage(sc: Scenario, ks: Sequence[int], *, repetitions: int, paired: bool, level: float = 0.95,
-             seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Fraction of simulated studies whose interval covers the truth, and the mean interval width, per k."""
+             seed: int = 0, interval: Callable = crossed_interval) -> tuple[np.ndarray, np.ndarray]:
+    """Fraction of simulated studies whose interval covers the truth, and the mean interval width, per k;
+    ``interval(values, level)`` is the interval measured (a method's mean: also
+    :func:`grae.compare.stats.proportion_interval`)."""
     target = truth(sc, ks, paired=paired)
     rng = np.random.default_rng(seed)
     hits = np.zeros(len(ks))
@@ -91,7 +106,7 @@ def coverage(sc: Scenario, ks: Sequence[int], *, repetitions: int, paired: bool,
         values = _passk(sc, rng, _logits(sc, rng, theta, sc.shift if paired else 0.0), ks)
         if paired:
             values = values - _passk(sc, rng, _logits(sc, rng, theta, 0.0), ks)
-        intervals = crossed_interval(values, level)
+        intervals = interval(values, level)
         hits += [iv.lo <= t <= iv.hi for iv, t in zip(intervals, target)]
         width += [iv.hi - iv.lo for iv in intervals]
     return hits / repetitions, width / repetitions

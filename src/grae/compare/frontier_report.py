@@ -22,7 +22,7 @@ def frontier_points(results: StudyResults, k: int | None = None,
     """``({method: {fraction: {1: Interval, k: Interval}}}, k, base)``: every method's checkpoints at pass@1
     and pass@k (default k_max, the largest power of two every checkpoint's ``n`` reaches) over the seeds
     every checkpoint of the method has, and the base model's point (the path's 0 %) when its rows reach k."""
-    from grae.compare.stats import two_level_bootstrap
+    from grae.compare.stats import proportion_interval
     from grae.eval.stats import per_problem_passk
     from grae.metrics import powers_of_two
 
@@ -34,7 +34,7 @@ def frontier_points(results: StudyResults, k: int | None = None,
     for name in ("frontier.jsonl",) if study.eval else ("frontier.jsonl", "before.jsonl"):
         counts = results.base_files.get(name)
         if counts is not None and int(counts.n.min()) >= k:
-            base = dict(zip([1, k], two_level_bootstrap(per_problem_passk(counts, [1, k])[None], study.bootstrap)))
+            base = dict(zip([1, k], proportion_interval(per_problem_passk(counts, [1, k])[None])))
             break
     points: dict[str, dict[float, dict[int, Interval]]] = {}
     for method, by_f in results.frontier.items():

@@ -19,7 +19,14 @@ import numpy as np
 from grae.compare.grid import MIN_VERDICT_SEEDS, CompareConfig
 from grae.compare.machines import blocking, blocking_line
 from grae.compare.results import INVOCATIONS, JobResult, StudyResults, gather, write_summary
-from grae.compare.stats import Interval, holm_intervals, method_passk, paired_differences, two_level_bootstrap
+from grae.compare.stats import (
+    Interval,
+    holm_intervals,
+    method_passk,
+    paired_differences,
+    proportion_interval,
+    two_level_bootstrap,
+)
 from grae.compare.training import dynamics_lines, plot_dynamics, update_allocation
 from grae.eval.report import line_colors
 from grae.io import append_jsonl, atomic_write_json, atomic_write_text
@@ -78,7 +85,7 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
     if diffs:
         sections += paired_section(f"Paired difference vs {study.baseline}", [], diff_values, ks, holm, "vs_baseline")
     if counts is not None:
-        base = dict(zip(ks, two_level_bootstrap(per_problem_passk(counts, ks)[None], study.bootstrap)))
+        base = dict(zip(ks, proportion_interval(per_problem_passk(counts, ks)[None])))
         if "base" in study.paired_against:
             values = {m: paired_differences(c, dict.fromkeys(c, counts), ks) for m, c in finals.items()}
             vs_base = intervals_of(values, ks)
@@ -172,7 +179,7 @@ def paired_section(title: str, explanation: list[str], values: dict[str, np.ndar
         lines += ["", f"Holm-adjusted over the {len(values)} trained arms (one family per k): each interval is at its "
                   "Holm step's level, so it excludes 0 exactly where the adjusted two-sided p is below 0.05 "
                   "(grae.compare.stats.holm_intervals).", "", *header]
-        lines += [f"| {m} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] "
+        lines += [f"| {m} | " + " | ".join(f"{difference(d[k])} "
                                            f"p_holm={d[k].p_holm:.2f}" for k in ks) + " |" for m, d in adjusted.items()]
     return lines
 
@@ -223,7 +230,7 @@ def exact_sampled_lines(results: StudyResults, ks) -> list[str]:
 def _gap_row(label: str, exact: dict, sampled: dict, ks) -> str:
     usable = [k for k in ks if all(int(c.n.min()) >= k for c in sampled.values())]
     gaps = dict(zip(usable, two_level_bootstrap(paired_differences(exact, sampled, usable)))) if usable else {}
-    return f"| {label} | " + " | ".join(f"{100 * gaps[k].mean:+.1f} [{100 * gaps[k].lo:+.1f}, {100 * gaps[k].hi:+.1f}]"
+    return f"| {label} | " + " | ".join(difference(gaps[k])
                                         if k in gaps else "–" for k in ks) + " |"
 
 
@@ -361,8 +368,15 @@ def _span(values: list[int], thousands: bool = False) -> str:
     return fmt.format(hi) if lo == hi else f"{fmt.format(lo)}–{fmt.format(hi)}"
 
 
+def difference(iv: Interval) -> str:
+    """``+3.0 [-35.1, +41.1]``: a difference of two proportions in points, its interval shown inside [−100, +100]
+    (the range of such a difference; at 2 seeds t_1 = 12.7 can reach past it). Only the display: p, Holm and the
+    decision rules read the interval as computed."""
+    return f"{100 * iv.mean:+.1f} [{100 * max(iv.lo, -1.0):+.1f}, {100 * min(iv.hi, 1.0):+.1f}]"
+
+
 def difference_row(method: str, d: dict[int, Interval], ks) -> str:
-    return f"| {method} | " + " | ".join(f"{100 * d[k].mean:+.1f} [{100 * d[k].lo:+.1f}, {100 * d[k].hi:+.1f}] "
+    return f"| {method} | " + " | ".join(f"{difference(d[k])} "
                                           f"p={d[k].p_opposite:.2f}" for k in ks) + " |"
 
 
@@ -414,7 +428,8 @@ def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path:
     for (method, by_k), color in zip(diffs.items(), line_colors(len(diffs))):
         ks = sorted(by_k)
         ax.plot(ks, [100 * by_k[k].mean for k in ks], marker="o", markersize=3, linewidth=1.4, label=method, color=color)
-        ax.fill_between(ks, [100 * by_k[k].lo for k in ks], [100 * by_k[k].hi for k in ks], color=color, alpha=0.12, linewidth=0)
+        ax.fill_between(ks, [100 * max(by_k[k].lo, -1.0) for k in ks], [100 * min(by_k[k].hi, 1.0) for k in ks],
+                        color=color, alpha=0.12, linewidth=0)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xscale("log", base=2)
     ks = sorted({k for by_k in diffs.values() for k in by_k})

@@ -30,6 +30,7 @@ import yaml
 
 from grae.compare.grid import CompareConfig, Job
 from grae.compare.machines import check_sitting, this_machine
+from grae.compare.progress import StatusLines
 from grae.io import atomic_write_json, atomic_write_text
 
 
@@ -75,11 +76,12 @@ def unfinished(cfg: CompareConfig) -> list[Job]:
 
 
 def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
-             on_finished: Callable[[str], None] | None = None) -> dict[str, float]:
+             on_finished: Callable[[str], None] | None = None, status_every: float = 0.0) -> dict[str, float]:
     """Run every unfinished job (of ``seeds`` only, when given: a sitting that shares the study's seeds
     with another machine); returns wall seconds per job that ran (finished ones are skipped).
     ``on_finished("<method>/seed<s>")`` is called as each job finishes (one at a time), so a sitting stopped
-    later still has a record of it."""
+    later still has a record of it. Every ``status_every`` seconds (> 0) a line per running job (step, reward,
+    elapsed, ETA) and a study total are logged (:class:`grae.compare.progress.StatusLines`)."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
     left = unfinished(cfg)
@@ -98,11 +100,15 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
     seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
     finished_lock = threading.Lock()
+    in_sitting = sum(seeds is None or j.seed in seeds for j in jobs)
+    status = StatusLines(log, total=in_sitting, already_done=in_sitting - len(pending), parallel=max(1, cfg.parallel),
+                         every=status_every)
 
     def run(job: Job) -> None:
         try:
             run_one(job)
         except Exception as err:  # noqa: BLE001 - one job's failure (a claim refused, a write failed) ends only that job
+            status.finish(f"{job.method}/seed{job.seed}", 0.0, False)
             errors[f"{job.method}/seed{job.seed}"] = " ".join(f"{type(err).__name__}: {err}".split())
             log(f"{job.method} seed {job.seed}: FAILED ({errors[f'{job.method}/seed{job.seed}']})")
 
@@ -123,6 +129,8 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
                 shutil.copyfile(settings_path(base_rows), settings_path(target))
                 shutil.copyfile(base_rows, target)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        name = f"{job.method}/seed{job.seed}"
+        status.start(name, job.output_dir / "metrics.jsonl", config.max_steps)
         t0 = time.perf_counter()
         with open(job.output_dir / "train.log", "a") as logfile:
             proc: subprocess.CompletedProcess = subprocess.CompletedProcess([], 0)
@@ -132,17 +140,21 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
                 logfile.flush()
                 proc = subprocess.run(frontier_command(cfg, config_path, job), stdout=logfile, stderr=subprocess.STDOUT,
                                       env=env)
-        name = f"{job.method}/seed{job.seed}"
         seconds[name] = time.perf_counter() - t0
         done = proc.returncode == 0 and job.done
+        status.finish(name, seconds[name], done)
         log(f"{job.method} seed {job.seed}: {'done' if done else f'FAILED (exit {proc.returncode}, see {logfile.name})'}"
             f" in {seconds[name]:.0f}s")
         if done and on_finished is not None:
             with finished_lock:
                 on_finished(name)
 
-    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
-        list(pool.map(run, pending))
+    status.begin()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+            list(pool.map(run, pending))
+    finally:
+        status.stop()
     failed = [j for j in pending if not finished(cfg, j)]
     if failed:
         raise JobsFailed(failed, sum(seeds is None or j.seed in seeds for j in jobs), errors)

@@ -138,6 +138,42 @@ def crossed_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
     return out
 
 
+def proportion_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
+    """``values[seeds, problems, ks]`` of proportions (pass@k in [0, 1]) → one interval per k for their grand
+    mean that stays inside [0, 1]: the crossed interval built on the logit scale.
+
+    :func:`crossed_interval` is mean ± t_ν·√V; at 2–3 seeds t_ν is 4–13 and a mean near 0 or 1 gets bounds
+    beyond them (``73.8 [-37.4, 184.9]``). Here V and Satterthwaite's ν are the same (:func:`crossed_variance`),
+    carried to the logit scale by the delta method, where the mean's distribution is closer to symmetric:
+
+        expit(logit(p) ± t_ν·√V / (p·(1 − p))),
+
+    inside (0, 1) for every V, ≈ mean ± t_ν·√V where √V is small against p(1 − p), and longer on the side away
+    from the nearer bound. The mean is unchanged; V = 0 (or p at 0 or 1, which needs V = 0) gives [p, p].
+    Coverage on simulated studies, beside the symmetric interval's and Wilson's at the same V: docs/compare.md
+    (``python bench/bench_interval_coverage.py --bounded``). Only the shown intervals of a method's own pass@k
+    use it: paired differences and every decision rule keep :func:`crossed_interval`."""
+    point = values.mean(axis=(0, 1))
+    variance, dof = crossed_variance(values)
+    lo, hi = logit_bounds(point, variance, student_t.ppf(0.5 + level / 2, dof))
+    return [Interval(float(m), float(a), float(b)) for m, a, b in zip(point, lo, hi)]
+
+
+def logit_bounds(mean: np.ndarray, variance: np.ndarray, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds ``expit(logit(mean) ± t·√variance / (mean·(1 − mean)))`` for proportions ``mean`` whose estimate has
+    ``variance`` (:func:`proportion_interval`), elementwise; [mean, mean] where the variance is 0 or the mean is
+    at 0 or 1."""
+    from scipy.special import expit
+
+    mean = np.clip(np.asarray(mean, dtype=float), 0.0, 1.0)
+    variance = np.broadcast_to(np.maximum(np.asarray(variance, dtype=float), 0.0), mean.shape)
+    inside = (mean > 0) & (mean < 1) & (variance > 0)
+    p = np.where(inside, mean, 0.5)
+    centre = np.log(p / (1 - p))
+    half = np.asarray(t, dtype=float) * np.sqrt(variance) / (p * (1 - p))
+    return np.where(inside, expit(centre - half), mean), np.where(inside, expit(centre + half), mean)
+
+
 def two_level_bootstrap(values: np.ndarray, draws: int = 2000, seed: int = 0, level: float = 0.95) -> list[Interval]:
     """Kept name (studies and tests call it): the crossed seeds × problems interval, ``draws``/``seed`` unused."""
     del draws, seed
@@ -146,8 +182,11 @@ def two_level_bootstrap(values: np.ndarray, draws: int = 2000, seed: int = 0, le
 
 def method_passk(per_seed: Sequence[ProblemCounts], ks: Sequence[int], *, draws: int = 2000,
                  seed: int = 0) -> dict[int, Interval]:
+    """Per k: a method's pass@k over its seeds and the problems they share, with its interval inside [0, 1]
+    (:func:`proportion_interval`; ``draws``/``seed`` unused)."""
+    del draws, seed
     values, _ = stack_passk(per_seed, ks)
-    return dict(zip((int(k) for k in ks), two_level_bootstrap(values, draws, seed)))
+    return dict(zip((int(k) for k in ks), proportion_interval(values)))
 
 
 def paired_vs_baseline(method: dict[int, ProblemCounts], baseline: dict[int, ProblemCounts], ks: Sequence[int], *,
@@ -222,12 +261,18 @@ def holm_intervals(differences: dict[str, np.ndarray], ks: Sequence[int], level:
     return out
 
 
-def curve_bands(series: Sequence[Sequence[float | None]], level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-step mean and a t_{S−1} band over seeds for training curves ``[seeds][steps]`` (the same seed-level fix)."""
+def curve_bands(series: Sequence[Sequence[float | None]], level: float = 0.95, *, proportion: bool = False,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-step mean and a t_{S−1} band over seeds for training curves ``[seeds][steps]`` (the same seed-level fix).
+    ``proportion``: the curves are fractions (ACR, a share of groups) and the band is built on the logit scale
+    at the same variance and t (:func:`logit_bounds`), inside [0, 1]."""
     length = min(len(s) for s in series)
     arr = np.array([[np.nan if v is None else v for v in s[:length]] for s in series], dtype=float)
     mean = np.nanmean(arr, axis=0)
     n = np.sum(~np.isnan(arr), axis=0).clip(min=1)
     t = student_t.ppf(0.5 + level / 2, np.maximum(n - 1, 1).astype(float))  # [steps]
-    half = t * np.nanstd(arr, axis=0, ddof=1 if arr.shape[0] > 1 else 0) / np.sqrt(n)
+    sd = np.nanstd(arr, axis=0, ddof=1 if arr.shape[0] > 1 else 0)
+    if proportion:
+        return (mean, *logit_bounds(mean, sd ** 2 / n, t))
+    half = t * sd / np.sqrt(n)
     return mean, mean - half, mean + half

@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from grae.compare.results import ALLOCATION_KEYS, DYNAMICS_KEYS, JobResult, StudyResults
-from grae.compare.stats import Interval, curve_bands, two_level_bootstrap
+from grae.compare.stats import Interval, curve_bands, proportion_interval
 
 DYNAMICS = list(zip(DYNAMICS_KEYS, ("reward (batch mean)", "entropy", "ACR", "fraction of all-correct groups",
                                     "fraction of all-wrong groups", "negative advantage mass")))
 TRAINING_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+#: dynamics that are shares of groups: their bands over seeds stay in [0, 1] (stats.curve_bands)
+FRACTION_KEYS = ("acr", "frac_all_correct", "frac_all_wrong")
 
 #: Where an estimator spends its update over training (grae.metrics.batch_diagnostics): the batch mean
 #: reward ω (A-GRAE's training state), A-GRAE's positive-advantage factor min(1, ω/α), and Σ|A| per
@@ -72,7 +74,8 @@ def update_allocation_lines(allocation: dict[str, dict[str, list[float]]]) -> li
 
 
 def training_passk(jobs: Sequence[JobResult], group_size: int, draws: int = 2000) -> dict[str, list[Interval]]:
-    """pass@1 and pass@G of the training batches at 25/50/75/100 % of training, with an interval over seeds.
+    """pass@1 and pass@G of the training batches at 25/50/75/100 % of training, with an interval over seeds
+    inside [0, 1] (stats.proportion_interval; ``draws`` unused).
 
     With 0/1 rewards a group of G samples is an unbiased pass@k sample for k ≤ G: pass@1 is the batch
     mean reward and pass@G is 1 − the fraction of all-wrong groups. Each seed's value at a fraction f is
@@ -87,7 +90,7 @@ def training_passk(jobs: Sequence[JobResult], group_size: int, draws: int = 2000
             if vals:
                 per_seed.append(at_fractions(vals))
         if per_seed:
-            out[name] = two_level_bootstrap(np.array(per_seed)[:, None, :], draws)
+            out[name] = proportion_interval(np.array(per_seed)[:, None, :])
     return out
 
 
@@ -152,12 +155,18 @@ def plot_dynamics(results: StudyResults, path: Path) -> Path:
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), dpi=120)
     colors = dict(zip(results.jobs, line_colors(len(results.jobs))))
-    for ax, (key, label) in zip(axes.ravel(), DYNAMICS):
+    # ACR is the sum of the two shares drawn beside it: not drawn a third time
+    panels = [(key, label) for key, label in DYNAMICS if key != "acr"]
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_axis_off()
+    for ax, (key, label) in zip(axes.ravel(), panels):
         for method, by_seed in results.jobs.items():
             series = [_smooth(job.series(key)) for job in by_seed.values() if job.logged_steps]
             if not series:
                 continue
-            mean, lo, hi = curve_bands(series)
+            mean, lo, hi = curve_bands(series, proportion=key in FRACTION_KEYS)
+            if key in FRACTION_KEYS:
+                ax.set_ylim(-0.02, 1.02)
             steps = np.arange(1, len(mean) + 1)
             line, = ax.plot(steps, mean, linewidth=1.4, label=method, color=colors[method])
             ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grae.io import atomic_write_text
@@ -106,6 +106,8 @@ class TaskCurve:
     counts: ProblemCounts | None = None
     rows: Path | None = None
     n: int | None = None
+    #: the sampling temperature the rows were drawn at (their ``.run.json`` sidecar, or the summary); None: unknown
+    temperature: float | None = None
 
     def problem_counts(self) -> ProblemCounts | None:
         """Per-problem counts (read from :attr:`rows` for a summary), None when only a summary is known."""
@@ -128,8 +130,22 @@ def _from_summary(summary: dict, rows_dir: Path | None = None) -> TaskCurve:
     intervals = {int(k.split("@")[-1]): (float(v[0]), float(v[1])) for k, v in ci.items()} if ci else None
     samples = summary.get("samples")
     rows = rows_dir / samples if rows_dir is not None and isinstance(samples, str) else None
-    return TaskCurve({int(k): float(v) for k, v in values.items()}, intervals,
-                     rows=rows if rows is not None and rows.is_file() else None, n=summary.get("n"))
+    rows = rows if rows is not None and rows.is_file() else None
+    temperature = summary.get("temperature")
+    return TaskCurve({int(k): float(v) for k, v in values.items()}, intervals, rows=rows, n=summary.get("n"),
+                     temperature=float(temperature) if isinstance(temperature, (int, float)) else
+                     (sampled_temperature(rows) if rows is not None else None))
+
+
+def sampled_temperature(rows: Path) -> float | None:
+    """The temperature ``rows`` (a samples JSONL) was sampled at, from the settings recorded beside it
+    (``<stem>.run.json``, grae.eval.runner.settings_path); None when nothing records it."""
+    sidecar = rows.with_name(rows.stem + ".run.json")
+    try:
+        value = json.loads(sidecar.read_text()).get("temperature")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _from_rows(path: Path, bootstrap: int = 1000) -> dict[str, TaskCurve]:
@@ -137,7 +153,11 @@ def _from_rows(path: Path, bootstrap: int = 1000) -> dict[str, TaskCurve]:
     for row in iter_rows(path):
         by_task.setdefault(str(row.get("task") or _stem(path)), []).append(
             {key: row[key] for key in ("question_id", "generation_id", "label") if key in row})
-    return {task: _curve(count_problems(task_rows), bootstrap) for task, task_rows in by_task.items()}
+    temperature = sampled_temperature(path)
+    out = {task: _curve(count_problems(task_rows), bootstrap) for task, task_rows in by_task.items()}
+    for curve in out.values():
+        curve.temperature = temperature
+    return out
 
 
 def _stem(path: Path) -> str:
@@ -272,8 +292,18 @@ def compare_on_shared(curves: dict[str, TaskCurve]) -> str:
         return f"{len(shared)} problems, the same in every input"
     for label, c in counts.items():
         if c is not None and c.num_problems != len(shared):
-            curves[label] = _curve(c.subset(shared))
+            curves[label] = replace(_curve(c.subset(shared)), temperature=curves[label].temperature)
     return f"compared on the {len(shared)} problems shared by all inputs ({sizes}); the others are left out"
+
+
+def temperature_labels(curves: Mapping[str, TaskCurve]) -> dict[str, str] | None:
+    """``{label: "label (T = 0.6)"}`` when the curves of one task were sampled at two or more known temperatures,
+    so no plot or table mixes them unmarked (a curve whose rows record none is then ``"T unknown"``); None when
+    the known ones agree."""
+    temperatures = {label: tc.temperature for label, tc in curves.items()}
+    if len({t for t in temperatures.values() if t is not None}) <= 1:
+        return None
+    return {label: f"{label} (T = {t:g})" if t is not None else f"{label} (T unknown)" for label, t in temperatures.items()}
 
 
 def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: Sequence[str] | None = None) -> Report:
@@ -297,6 +327,12 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
         for task, tc in task_curves.items():
             per_task.setdefault(task, {})[label] = tc
     notes = {task: compare_on_shared(tcs) for task, tcs in per_task.items() if len(tcs) > 1}
+    for task, tcs in per_task.items():
+        mixed = temperature_labels(tcs)
+        if mixed:
+            per_task[task] = {mixed[label]: tc for label, tc in tcs.items()}
+            notes[task] = "; ".join(filter(None, [notes.get(task), "the curves were sampled at different temperatures "
+                                                                  "(T in each label), and pass@k depends on T"]))
     by_task: dict[str, dict[str, dict[int, float]]] = {}
     bands: dict[str, dict[str, dict[int, tuple[float, float]]]] = {}
     for task, tcs in per_task.items():

@@ -525,9 +525,11 @@ def grpo_config(cfg: TrainConfig, *, output_dir: str):
     given = check_trl(cfg.trl)
     # bf16 mixed precision on a CUDA GPU that supports it (TRL's own default), fp32 elsewhere; report_to is
     # left to TRL (transformers 5: "none"; `trl: {report_to: wandb}` or tensorboard when installed)
+    # save_total_limit 1: the last resumable checkpoint only, beside final/ (which shares its weight files:
+    # grae.train.disk); a trl.save_total_limit given is honoured
     kwargs = dict(
         use_cpu=not _cuda(), bf16=_cuda_bf16(), fp16=False, logging_steps=1, save_strategy="steps",
-        save_total_limit=2, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
+        save_total_limit=1, gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0,
     )
     kwargs.update(given)
     kwargs.pop("model_init_kwargs", None)  # grae loads the model itself, with them (grae.train.trl_recipe.model_load_kwargs)

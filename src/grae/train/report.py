@@ -1,4 +1,5 @@
-"""The ``grae train`` report: markdown + PNG plots of reward, entropy, ACR and the pass@k change."""
+"""The ``grae train`` report: markdown, ``training.png`` (the panels TRL users read: reward, completion length,
+clip ratio, KL, grad norm, lr, entropy, collapsed groups, held-out pass@k) and ``passk.png``."""
 
 from __future__ import annotations
 
@@ -11,29 +12,84 @@ from grae.train.rundir import METRICS_FILE, read_metrics
 if TYPE_CHECKING:
     from grae.train.config import TrainConfig
 
-PANELS = [("reward_mean", "reward (batch mean)"), ("entropy", "entropy (nats/token)"), ("acr", "ACR (collapsed groups)"),
-          ("omega", "ω (batch mean reward)"), ("adv_pos_mass", "positive advantage mass"),
-          ("adv_neg_mass", "negative advantage mass")]
+#: the training figure's panels: (title, {series label: metrics.jsonl column}, y range or None). TRL's log keys
+#: (grae.train.callbacks.COLUMNS names them) in the order TRL users read them; the collapsed groups split into
+#: their two kinds (ACR is their sum), so no quantity is drawn twice (ω is the batch mean reward: not redrawn)
+PANELS = (
+    ("reward (batch mean)", {"reward": "reward_mean"}, None),
+    ("completion length (tokens)", {"mean": "completion_length"}, None),
+    ("clip ratio (PPO region)", {"clip ratio": "clip_ratio"}, (0.0, 1.0)),
+    ("KL to the reference", {"kl": "kl"}, None),
+    ("grad norm", {"grad norm": "grad_norm"}, None),
+    ("learning rate", {"lr": "learning_rate"}, None),
+    ("entropy (nats/token)", {"entropy": "entropy"}, None),
+    ("collapsed groups (share; sum = ACR)", {"all correct": "frac_all_correct", "all wrong": "frac_all_wrong"},
+     (0.0, 1.0)),
+)
+#: curves drawn as logged, without the running mean (a schedule, not a noisy estimate)
+EXACT_CURVES = {"learning_rate"}
+#: why a panel can be empty
+NOT_LOGGED = {"kl": "not logged: TRL logs kl only with trl.beta > 0", "clip_ratio": "not logged by this TRL loss"}
+#: the report's table of first vs last steps
+TABLE_KEYS = ("reward_mean", "completion_length", "clip_ratio", "kl", "grad_norm", "entropy", "acr", "frac_all_correct",
+              "frac_all_wrong", "omega", "adv_pos_mass", "adv_neg_mass")
 
 
-def plot_training_curves(rows: list[dict], path: Path, title: str) -> Path:
+def panel_series(rows: list[dict], before: dict[int, float] | None = None, after: dict[int, float] | None = None,
+                 steps: int | None = None) -> list[tuple[str, dict[str, list[tuple[float, float]]], tuple | None]]:
+    """What the training figure draws: per panel its title, ``{label: [(step, value)]}`` and y range. The last
+    panel is held-out pass@k at each evaluation (before training at step 0, after it at ``steps``), a line per k."""
+    out = []
+    for title, series, limits in PANELS:
+        drawn = {label: [(float(r["step"]), float(r[key])) for r in rows if isinstance(r.get(key), (int, float))]
+                 for label, key in series.items()}
+        out.append((title, {label: pts for label, pts in drawn.items() if pts}, limits))
+    heldout: dict[str, list[tuple[float, float]]] = {}
+    for step, passk in ((0, before or {}), (steps, after or {})):
+        if step is None:
+            continue
+        for k in _shown_ks(passk):
+            heldout.setdefault(f"pass@{k}", []).append((float(step), float(passk[k])))
+    out.append(("held-out pass@k at each evaluation", heldout, (0.0, 1.0)))
+    return out
+
+
+def _shown_ks(passk: dict[int, float]) -> list[int]:
+    """pass@1, a middle k and the largest k (all of them when there are three or fewer)."""
+    ks = sorted(passk)
+    return ks if len(ks) <= 3 else [ks[0], ks[len(ks) // 2], ks[-1]]
+
+
+def plot_training_curves(rows: list[dict], path: Path, title: str, before: dict[int, float] | None = None,
+                         after: dict[int, float] | None = None, steps: int | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(2, 3, figsize=(11, 6), dpi=120)
-    steps = [r["step"] for r in rows]
-    for ax, (key, label) in zip(axes.ravel(), PANELS):
-        values = [r.get(key) for r in rows]
-        pts = [(s, v) for s, v in zip(steps, values) if v is not None]
-        if pts:
+    panels = panel_series(rows, before, after, steps)
+    fig, axes = plt.subplots(3, 3, figsize=(12, 9), dpi=110)
+    for ax, (label, series, limits), spec in zip(axes.ravel(), panels, [*PANELS, None]):
+        smoothed = spec is not None and len(series) == 1 and not set(spec[1].values()) & EXACT_CURVES
+        for name, pts in series.items():
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, linewidth=0.8, alpha=0.4)
-            window = max(1, len(ys) // 20)
-            smooth = [sum(ys[max(0, i - window + 1): i + 1]) / len(ys[max(0, i - window + 1): i + 1]) for i in range(len(ys))]
-            ax.plot(xs, smooth, linewidth=1.6)
+            heldout = spec is None
+            line, = ax.plot(xs, ys, linewidth=0.8 if smoothed else 1.4, alpha=0.4 if smoothed else 1.0,
+                            marker="o" if heldout else None, markersize=3, label=name)
+            if smoothed and len(ys) > 2:
+                window = max(1, len(ys) // 20)
+                smooth = [sum(ys[max(0, i - window + 1): i + 1]) / len(ys[max(0, i - window + 1): i + 1])
+                          for i in range(len(ys))]
+                ax.plot(xs, smooth, linewidth=1.6, color=line.get_color())
+        if len(series) > 1:
+            ax.legend(fontsize=7)
+        if not series:
+            key = next(iter(spec[1].values())) if spec else None
+            ax.text(0.5, 0.5, NOT_LOGGED.get(key, "not logged") if key else "held-out evaluation off",
+                    ha="center", va="center", fontsize=8, transform=ax.transAxes, wrap=True)
+        if limits:
+            ax.set_ylim(limits[0] - 0.02, limits[1] + 0.02)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
@@ -50,7 +106,8 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
     from grae.eval import markdown_table, plot_passk_curves
 
     rows = read_metrics(out / METRICS_FILE) if (out / METRICS_FILE).exists() else []
-    plot_training_curves(rows, out / "training.png", f"{cfg.estimator} on {cfg.task.name} ({cfg.model})")
+    plot_training_curves(rows, out / "training.png", f"{cfg.estimator} on {cfg.task.name} ({cfg.model})", before, after,
+                         steps)
     curves = {"base": before, f"after {cfg.estimator}": after} if before else {}
     if curves:
         plot_passk_curves(curves, out / "passk.png", f"held-out pass@k, {cfg.task.name}")
@@ -85,7 +142,8 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
 
         head, tail = rows[: max(1, len(rows) // 10)], rows[-max(1, len(rows) // 10):]
         lines += ["## Training dynamics (first vs last 10% of steps)", "", "| quantity | first | last |", "|---|---|---|"]
-        lines += [f"| {key} | {mean(key, head):.3f} | {mean(key, tail):.3f} |" for key, _ in PANELS]
+        lines += [f"| {key} | {mean(key, head):.4g} | {mean(key, tail):.4g} |" for key in TABLE_KEYS
+                  if any(r.get(key) is not None for r in rows)]
         lines += ["", "![training](training.png)", ""]
     lines += memorisation_lines(out, cfg, rows)
     lines += [f"Reproduce: `grae train {out / 'config.yaml'}` (the resolved config of this run).", ""]

@@ -4,8 +4,10 @@ Run directory layout (``output_dir``)::
 
     config.yaml            the resolved configuration
     metrics.jsonl          one object per logged step (step, reward_mean, omega, acr, entropy, …)
-    checkpoints/           TRL checkpoints (+ grae estimator state and a completion marker)
-    final/                 the trained model and its tokenizer (a VLM: its processor)
+    checkpoints/           the last TRL checkpoint (+ grae estimator state and a completion marker;
+                           trl.save_total_limit, default 1)
+    final/                 the trained model and its tokenizer (a VLM: its processor); files equal to the
+                           last checkpoint's are hard links to them (grae.train.disk)
     eval/before.jsonl      held-out samples of the base model (resumable), eval/after.jsonl
     eval/summary.json      pass@k before and after
     report.md, *.png       the report
@@ -60,6 +62,8 @@ class RunResult:
     interrupted_by: int | None = None
     #: False on the other processes of a multi-process run (the main one evaluates and reports)
     main: bool = True
+    #: bytes of final/ stored once, as hard links to the last checkpoint's identical files (grae.train.disk)
+    shared_bytes: int = 0
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
@@ -213,6 +217,10 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         _save_final(trainer, processing, out / "final", args)
     if not main:
         return RunResult(out, steps, train_seconds, main=False)
+    from grae.train.disk import share_identical_files
+
+    last = newest()
+    shared = share_identical_files(out / "final", Path(last)) if last else 0  # the same weights stored once
 
     after = heldout_pass_at_k("after", trainer.model, lambda: trained_identity(run_id, steps))
     tracker.log_heldout(args, "after", after, step=steps)
@@ -228,7 +236,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         from grae.train.report import write_train_report
 
         report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds)
-    return RunResult(out, steps, train_seconds, before, after, report)
+    return RunResult(out, steps, train_seconds, before, after, report, shared_bytes=shared)
 
 
 def _seconds_before(metrics: Path, resume_step: int | None) -> float:

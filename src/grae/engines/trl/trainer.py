@@ -13,6 +13,7 @@ import functools
 import logging
 import math
 import os
+import shutil
 from typing import Any
 
 import torch
@@ -282,12 +283,27 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
     # -- estimator and sampling state in checkpoints (grae.engines.trl.checkpoint) ---------------
     def _save_checkpoint(self, model, trial):
         self.grae_check_weights(model)  # the newest checkpoint on disk stays the last finite one
-        super()._save_checkpoint(model, trial)
+        # transformers rotates old checkpoints away inside its save, before the completion marker below: with
+        # save_total_limit 1 a kill between the two would leave no complete checkpoint. Rotate after the marker.
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        target = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+        if self.args.should_save and os.path.isdir(target):  # a stale one of this step (cut, or a retrained step):
+            shutil.rmtree(target)  # never written into in place, as final/ may share its files (grae.train.disk)
+        self.accelerator.wait_for_everyone()
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
         # Every rank reaches this (Trainer saves on all ranks): the marker is written only after every
         # rank has written its part (its RNG state), so a marked checkpoint is whole.
         self.accelerator.wait_for_everyone()
         if self.args.should_save:
-            self._write_grae_state(os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"))
+            run_dir = self._get_output_dir(trial=trial)
+            self._write_grae_state(os.path.join(run_dir, f"checkpoint-{self.state.global_step}"))
+            from transformers.trainer_utils import rotate_checkpoints
+
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,  # by time, as transformers: the one just
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)  # written stays
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         with cpu_map_location():
