@@ -284,7 +284,8 @@ ATTEMPTS = [
     ("attempt 1 (R3)", "studies/design/gate_r3.yaml", "studies/reports/gate_r3",
      "ladder with constant-lr SFT (a base that tolerates lr 1e-4), 4,096 problems x 2 epochs"),
     ("attempt 2 (R4)", "studies/design/gate_r4.yaml", "studies/reports/gate_r4",
-     "tiny-ladder + 600 steps of in-format carry errors (answer +-10/+-20), GRPO lr 2e-5"),
+     "tiny-ladder + 600 steps whose targets were carry errors (+-10/+-20) on half the problems; the stage smeared the "
+     "base's wrong answers over |offset| 8-24 (issue 45), so RL there repairs planted damage; GRPO lr 2e-5"),
 ]
 
 
