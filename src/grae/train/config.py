@@ -197,7 +197,7 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
         raw.setdefault("task", {})["params"] = {}
     for key, value in overrides.items():
         set_dotted(raw, key, value)
-    if isinstance(raw.get("reward_funcs"), str) and "," in raw["reward_funcs"]:  # trl grpo --reward_funcs a,b
+    if isinstance(raw.get("reward_funcs"), str):  # trl grpo --reward_funcs a,b; one name is a list of one, as in YAML
         raw["reward_funcs"] = [name.strip() for name in raw["reward_funcs"].split(",") if name.strip()]
     if not is_tiny(raw.get("model")):
         fill_pretrained_defaults(raw)

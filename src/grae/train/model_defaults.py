@@ -2,7 +2,8 @@
 
 The embedded default (``configs/default.yaml``: 500 steps at learning rate 2e-5, completions and held-out
 answers of at most 8 tokens, 200 held-out problems × 64 samples) is the shipped tiny model's. It is the base
-of ``grae train`` only when the model is a shipped tiny one (or none is named). Any other model starts from:
+of ``grae train`` only when the model is a tiny one (:func:`is_tiny`: a shipped one, none named, or a local
+directory named ``tiny…``). Any other model starts from:
 
 * its preset's recipe (``--model smollm2``: ``configs/smollm2.yaml``), or
 * nothing but what the recipe or the flags say, where every other key keeps grae's dataclass default and
@@ -32,8 +33,14 @@ PRETRAINED_TASK = {"name": "chain_sum", "params": {"min_terms": 2, "max_terms": 
 
 
 def is_tiny(model: Any) -> bool:
-    """Whether ``model`` is one of the shipped tiny models (None: the default, the tiny model)."""
-    return model is None or model in TINY_MODELS
+    """Whether ``model`` is a tiny model: a shipped one (None: the default, the tiny model), or a local directory
+    named like one (``tiny…``: ``grae tiny build``'s outputs and copies of the shipped ones)."""
+    if model is None or model in TINY_MODELS:
+        return True
+    from pathlib import Path
+
+    path = Path(str(model)).expanduser()
+    return path.name.startswith("tiny") and path.is_dir()
 
 
 def fill_pretrained_defaults(raw: dict) -> None:
