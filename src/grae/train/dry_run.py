@@ -72,7 +72,9 @@ def example_lines(task: Any) -> list[tuple[str, str]]:
     gold = example["answer"]
     extraction = getattr(task, "extraction", None)
     stated = extraction.stating(gold) if extraction is not None else task.answer_completion(gold)
-    read = extraction.describe() if extraction is not None else f"{task.answer_format} ({getattr(task, 'plain_answer', '')})"
+    fallback = getattr(task, "plain_answer", None)
+    read = extraction.describe() if extraction is not None else \
+        f"{task.answer_format}{f' (else {fallback})' if fallback and fallback != 'none' else ''}"
     column = ""
     if isinstance(task, LocalTask):
         raw = next((r.get("answer") for r in read_records(task.path, task.max_line_bytes)
