@@ -166,6 +166,25 @@ def test_a_small_file_uses_what_it_has_when_sizes_were_defaults_and_refuses_give
         load_config(config)
 
 
+def test_a_loaded_dataset_is_fitted_the_same_way_when_training_starts():
+    """A hub dataset's splits load only when training starts (run_train calls fit_sizes then): the same rule, on
+    any RowsTask; a config built in code (no record of what was given) keeps every size as given."""
+    from grae.train.config import TrainConfig
+    from grae.train.model_defaults import fit_sizes
+
+    task = RowListTask("hub-like", [{"question": f"{i} + 1 =", "answer": str(i + 1)} for i in range(30)], heldout_size=5)
+    cfg = TrainConfig()
+    cfg.explicit_keys = frozenset({"task.name"})
+    assert len(fit_sizes(cfg, task)) == 2 and (cfg.task.train_size, cfg.eval.num_problems) == (None, 5)
+    assert fit_sizes(cfg, task) == []  # fitted once: nothing more to say
+    cfg = TrainConfig()
+    cfg.explicit_keys = frozenset({"eval.num_problems"})
+    with pytest.raises(ConfigError, match="^eval.num_problems: 200 held-out problems asked, but hub-like holds out 5"):
+        fit_sizes(cfg, task)
+    with pytest.raises(ConfigError, match="^task.train_size: 10000 training problems asked, but hub-like has 25"):
+        fit_sizes(TrainConfig(), task)
+
+
 # --- §3: the dry run reports what the run stops on --------------------------------------------------------
 
 def _app():
