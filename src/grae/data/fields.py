@@ -12,7 +12,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grae.rewards.extract import clean_answer, extract_boxed
+from grae.rewards.extract import clean_answer, extract_after_marker, extract_boxed
 
 Row = dict  # {"question": str, "answer": str, "id": str | None}
 
@@ -110,8 +110,13 @@ def gsm8k_gold(answer_text: Any) -> str | None:
     """GSM8K gold: the text after the last ``####``, thousands separators removed (``"1,200"`` -> ``"1200"``)."""
     if not isinstance(answer_text, str) or "####" not in answer_text:
         return None
-    gold = answer_text.rsplit("####", 1)[1].strip().replace(",", "")
-    return clean_answer(gold) or None
+    return extract_after_marker(answer_text, "####")
+
+
+def answer_column_gold(value: Any) -> str | None:
+    """The gold of an answer column's value (:func:`answer_to_str`); a worked GSM8K-style answer
+    (``"… so 5 + 7 = 12.\n#### 12"``) gives the text after its last ``####``, as ``openai/gsm8k`` is read."""
+    return gsm8k_gold(value) or answer_to_str(value)
 
 
 def map_gsm8k_row(row: Mapping[str, Any]) -> Row | None:
@@ -214,8 +219,8 @@ def map_generic_row(
 
     problem: ``problem_field`` or the first of ``problem``, ``question``, ``Problem``, ``Question``,
     ``prompt`` (chat messages, TRL's conversational format: the last user message); answer: ``answer_field``
-    or the first of ``answer``, ``final_answer``, ``Answer``, ``expected_answer``, ``gold``, ``ground_truth``,
-    else ``solution`` (:func:`solution_gold`).
+    or the first of ``answer``, ``final_answer``, ``Answer``, ``expected_answer``, ``gold``, ``ground_truth``
+    (:func:`answer_column_gold`: a GSM8K-style ``"… #### 42"`` gives ``42``), else ``solution`` (:func:`solution_gold`).
 
     Raises :class:`DataFormatError` naming the missing field (``where`` says which row of which file).
     """
@@ -235,11 +240,11 @@ def map_generic_row(
         )
     answer = None
     if answer_field:
-        answer = answer_to_str(row.get(answer_field))
+        answer = answer_column_gold(row.get(answer_field))
         if answer is None and answer_field in SOLUTION_FIELDS:
             answer = boxed_answer(row.get(answer_field))
     else:
-        answer = answer_to_str(_first(row, ANSWER_FIELDS)[1])
+        answer = answer_column_gold(_first(row, ANSWER_FIELDS)[1])
         if answer is None:
             answer = solution_gold(_first(row, SOLUTION_FIELDS)[1])
     if not answer:

@@ -91,3 +91,19 @@ def get_task(name: str, **params: Any) -> Task:
         f"unknown task {name!r}. Registered tasks: {', '.join(task_names())}. "
         f"Also accepted: {', '.join(NAME_FORMS)}."
     )
+
+
+def unknown_parameter(err: BaseException, name: str) -> str | None:
+    """The one line for a task built with a parameter it does not take (``err``: the ``TypeError`` of
+    ``get_task(name, **params)``), naming the key; None for any other error. ``plain_answer`` (how reasoning-gym
+    tasks read an untagged answer) on a dataset task points to its counterpart there, ``answer_extraction``."""
+    import re
+
+    found = re.search(r"unexpected keyword argument '([^']+)'", str(err)) if isinstance(err, TypeError) else None
+    if found is None:
+        return None
+    key = found.group(1)
+    hint = ("; a dataset task (a local file, a hub dataset) reads answers per task.params.answer_extraction: boxed, "
+            "last_number, marker (after task.params.answer_marker, default '####') or exact"
+            if key == "plain_answer" else "; docs/tasks.md lists each task's parameters")
+    return f"task.params.{key}: not a parameter of task {name!r}{hint}"

@@ -20,9 +20,10 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from grae.data.answers import AnswerExtraction
 from grae.data.base import Task, question_key, text_id
-from grae.data.prompts import MATH_INSTRUCTION, check_style, math_prompt
-from grae.rewards.verify import DEFAULT_TIMEOUT, verify_math, verify_math_batch
+from grae.data.prompts import check_style, math_prompt
+from grae.rewards.verify import DEFAULT_TIMEOUT
 
 
 def dedup_rows(rows: Sequence[Mapping[str, Any]], exclude: set[str] | None = None) -> list[dict]:
@@ -48,9 +49,14 @@ class RowsTask(Task):
 
     Args:
         name: task name (examples' ``task`` field); ``id_prefix`` defaults to it.
-        prompt_style: ``"chat"`` (user message with :data:`MATH_INSTRUCTION`) or ``"plain"`` (same text
+        prompt_style: ``"chat"`` (user message: the problem, then the instruction) or ``"plain"`` (same text
             as a string).
-        instruction: text appended to each problem (default: the ``\\boxed{}`` instruction).
+        answer_extraction: how a completion's answer is read, and what the prompt asks for:
+            ``"boxed"`` (default), ``"last_number"``, ``"marker"`` (after ``answer_marker``, default
+            ``"####"``) or ``"exact"`` (:mod:`grae.data.answers`).
+        answer_marker: the marker of ``answer_extraction="marker"``.
+        instruction: text appended to each problem (default: the one ``answer_extraction`` asks for; ``""``
+            appends nothing).
         heldout_size: carve-out size when there is no dedicated held-out source.
         eval_only: only a held-out split (benchmarks).
         timeout: per-completion timeout of :func:`grae.rewards.verify_math` in :meth:`score`.
@@ -64,7 +70,9 @@ class RowsTask(Task):
         name: str,
         *,
         prompt_style: str = "chat",
-        instruction: str = MATH_INSTRUCTION,
+        answer_extraction: str | None = None,
+        answer_marker: str | None = None,
+        instruction: str | None = None,
         heldout_size: int | None = None,
         eval_only: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
@@ -73,7 +81,11 @@ class RowsTask(Task):
     ):
         self.name = name
         self.prompt_style = check_style(prompt_style)
-        self.instruction = instruction
+        #: how answers are read (:class:`grae.data.answers.AnswerExtraction`)
+        self.extraction = AnswerExtraction.of(answer_extraction, answer_marker)
+        if instruction is not None and not isinstance(instruction, str):
+            raise ValueError(f"task.params.instruction: expected text appended to each problem, got {instruction!r}")
+        self.instruction = self.extraction.instruction if instruction is None else instruction
         self.heldout_size = heldout_size
         self.eval_only = eval_only
         self.timeout = timeout
@@ -147,12 +159,32 @@ class RowsTask(Task):
     # --- scoring -------------------------------------------------------------------------------
 
     def score(self, completion: Any, example: Mapping[str, Any]) -> float:
-        """:func:`grae.rewards.verify_math` of ``completion`` against ``example["answer"]``."""
-        return verify_math(completion, example.get("answer"), timeout=self.timeout)
+        """``completion``'s answer, read by :attr:`extraction`, against ``example["answer"]``
+        (:func:`grae.rewards.verify_math`'s comparison; as text for ``exact``)."""
+        return self.extraction.score(completion, example.get("answer"), self.timeout)
 
     def score_batch(self, completions: list[Any], examples: list[Mapping[str, Any]]) -> list[float]:
-        """:func:`grae.rewards.verify_math_batch`: the whole worker pool at once, identical pairs once."""
-        return verify_math_batch(completions, [e.get("answer") for e in examples], timeout=self.timeout)
+        """:meth:`score` of each pair: the whole worker pool at once, identical pairs once."""
+        return self.extraction.score_batch(completions, [e.get("answer") for e in examples], self.timeout)
+
+    def extract_answer(self, completion: Any) -> str | None:
+        """The answer :meth:`score` reads from ``completion`` (None: none), as written."""
+        from grae.rewards.extract import completion_text
+
+        return self.extraction.reader(completion_text(completion))
+
+    def format_reward_fn(self, name: str = "format_reward"):
+        """TRL reward: 1.0 when the completion holds an answer where :attr:`extraction` reads it."""
+        from grae.rewards.adapters import FormatReward
+
+        return FormatReward(self.extraction.format_pattern, name)
+
+    def parse_answer(self, completion: Any) -> str | None:
+        """:meth:`extract_answer` in canonical form (:func:`grae.rewards.verify.canonical_answer`): the
+        estimator context's ``answer_id``."""
+        from grae.rewards.verify import canonical_answer
+
+        return canonical_answer(self.extract_answer(completion))
 
 
 class RowListTask(RowsTask):

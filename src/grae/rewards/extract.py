@@ -228,6 +228,36 @@ _LEADING_NUMBER_RE = re.compile(r"[+-]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
 _NUMBER_RE = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
+def extract_last_number(text: str) -> str | None:
+    """The last number of ``text``, thousands separators removed (``"7 + 5 = 12. So 1,212."`` -> ``"1212"``);
+    None when it has none."""
+    if not isinstance(text, str):
+        return None
+    numbers = _NUMBER_RE.findall(_tail(text))
+    return numbers[-1].replace(",", "") if numbers else None
+
+
+def extract_after_marker(text: str, marker: str = "####") -> str | None:
+    """The answer after the last ``marker`` (GSM8K's ``#### 42``): the rest of that line, or the next
+    non-empty line when the marker ends its line; cleaned (:func:`clean_answer`), a number's thousands
+    separators removed (``"#### 1,200"`` -> ``"1200"``). None without the marker or an answer after it."""
+    if not isinstance(text, str) or not marker:
+        return None
+    text = _tail(text)
+    at = text.rfind(marker)
+    if at < 0:
+        return None
+    rest = text[at + len(marker):]
+    line = rest.split("\n", 1)[0]
+    if not line.strip(_WS + "*$"):
+        nxt = _NEXT_LINE_RE.match(rest)
+        line = nxt.group(1) if nxt else ""
+    answer = clean_answer(line)
+    if _NUMBER_RE.fullmatch(answer):
+        answer = answer.replace(",", "")
+    return answer or None
+
+
 def extract_procedural_answer(
     text: str, *, fallback: Literal["first_token", "first_line", "last_number", "none"] = "first_token"
 ) -> str | None:
@@ -265,8 +295,7 @@ def extract_procedural_answer(
         line = head.split("\n", 1)[0].strip(_WS)
         return line or None
     if fallback == "last_number":
-        numbers = _NUMBER_RE.findall(text[-MAX_SCAN_CHARS:])
-        return numbers[-1].replace(",", "") if numbers else None
+        return extract_last_number(text)
     m = _LEADING_NUMBER_RE.match(head)
     if m is not None:
         return m.group().rstrip(",")

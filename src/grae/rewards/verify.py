@@ -29,7 +29,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import Any
@@ -196,7 +196,8 @@ def _verify_in_process(pred: str, gold: str) -> bool | None:
         return None
 
 
-def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_TIMEOUT) -> float:
+def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_TIMEOUT,
+                extract: Callable[[str], str | None] = extract_math_answer) -> float:
     """1.0 if the final answer of ``completion`` equals ``gold`` mathematically, else 0.0.
 
     Args:
@@ -207,6 +208,9 @@ def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_T
             thread. ``None`` or ``<= 0`` runs math_verify in-process without a bound (only for trusted
             inputs). Waiting for a free worker (more concurrent callers than workers) or for a worker's
             first start is not counted.
+        extract: completion text → its final answer (None: it has none); default the math rules of
+            :func:`grae.rewards.extract.extract_math_answer` (a dataset task's ``answer_extraction`` passes
+            its own, :mod:`grae.data.answers`).
 
     Never raises on any input; counters in :func:`grae.rewards.stats`.
     """
@@ -217,7 +221,7 @@ def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_T
         if not text.strip():
             _stats.incr("rejected")
             return 0.0
-        pred = extract_math_answer(text) if number is None else number  # a bare number is the answer itself
+        pred = extract(text) if number is None else number  # a bare number is the answer itself
         if pred is None:
             _stats.incr("no_answer")
             return 0.0
@@ -266,9 +270,11 @@ def verify_math(completion: Any, gold: Any, *, timeout: float | None = DEFAULT_T
 
 
 def verify_math_batch(completions: Sequence[Any], golds: Sequence[Any], *, timeout: float | None = DEFAULT_TIMEOUT,
-                      workers: int | None = None) -> list[float]:
-    """:func:`verify_math` of each ``(completion, gold)``, on ``workers`` threads at once (default: the
-    worker pool's size, so every math_verify process is busy); identical pairs are verified once."""
+                      workers: int | None = None,
+                      extract: Callable[[str], str | None] = extract_math_answer) -> list[float]:
+    """:func:`verify_math` of each ``(completion, gold)`` (answers read by ``extract``), on ``workers`` threads
+    at once (default: the worker pool's size, so every math_verify process is busy); identical pairs are
+    verified once."""
     if len(completions) != len(golds):
         raise ValueError(f"golds: {len(golds)} for {len(completions)} completions")
     keys = [_pair_key(c, g, i) for i, (c, g) in enumerate(zip(completions, golds))]
@@ -278,7 +284,7 @@ def verify_math_batch(completions: Sequence[Any], golds: Sequence[Any], *, timeo
 
     def one(key: tuple) -> float:
         i = first[key]
-        return verify_math(completions[i], golds[i], timeout=timeout)
+        return verify_math(completions[i], golds[i], timeout=timeout, extract=extract)
 
     if threads == 1:
         scores = {key: one(key) for key in unique}

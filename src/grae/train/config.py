@@ -30,6 +30,7 @@ import yaml
 from grae.engines.rollouts import RolloutOptions
 from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
+from grae.train.model_defaults import dotted_keys, fill_pretrained_defaults, fit_sizes, is_tiny
 from grae.train.trl_recipe import (
     DATASET_KEYS,
     LORA_KEYS,
@@ -155,6 +156,10 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     #: write report.md and PNG plots at the end
     report: bool = True
+    #: (not config keys) the dotted keys the user gave in a CONFIG file or on the command line (None: treat every
+    #: key as given), and lines saying where a default was fitted to the data (grae.train.model_defaults.fit_sizes)
+    explicit_keys: typing.ClassVar[frozenset[str] | None] = None
+    notes: typing.ClassVar[tuple[str, ...]] = ()
     #: logged steps without learning signal (no group with non-zero advantage: every group's rewards equal) in a
     #: row after which one warning names the likely causes (reward format, token budget, task difficulty); each
     #: such step is also said on the console at once. 0: no warning (grae.train.learning_signal)
@@ -166,17 +171,21 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     apply dotted ``overrides``, validate, and return the config. Overriding ``estimator`` without
     any ``estimator_params`` override resets the parameters to the new estimator's defaults (and
     ``task.name`` without ``task.params`` resets the task's)."""
-    overrides = dict(overrides or {})
-    if source is None and overrides.get("model") in PRESET_RECIPES:  # grae train --model tiny-vlm: its own recipe
-        source = PRESET_RECIPES[overrides["model"]]
-    path = resolve_config_path(source)
-    raw = flat_trl_keys(read_yaml(path), str(path))
     overrides = {key.replace("-", "_") if key.replace("-", "_") in _RECIPE_ONLY else key: value
-                 for key, value in overrides.items()}
+                 for key, value in (overrides or {}).items()}
     try:
         recipe = recipe_assignments(overrides)  # --dataset_name openai/gsm8k, --dtype bfloat16, as trl grpo takes them
     except RecipeError as err:
         raise ConfigError(f"{err} (command line)") from None
+    model = overrides.get("model", recipe.get("model"))
+    if source is None and model in PRESET_RECIPES:  # grae train --model tiny-vlm: its own recipe
+        source = PRESET_RECIPES[model]
+    if source is None and not is_tiny(model):  # another model: the recipe's and TRL's defaults, not the tiny one's
+        path, raw = None, {}
+    else:
+        path = resolve_config_path(source)
+        raw = flat_trl_keys(read_yaml(path), str(path))
+    explicit = dotted_keys(raw) if path is not None and path.parent != CONFIG_DIR else set()
     if "train_size" in (raw.get("task") or {}):
         recipe.pop("task.train_size", None)  # the whole split only where no size is given
     overrides = {**recipe, **{_flat_key(key): value for key, value in overrides.items()}}  # dotted keys win
@@ -188,9 +197,12 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
         raw.setdefault("task", {})["params"] = {}
     for key, value in overrides.items():
         set_dotted(raw, key, value)
-    if isinstance(raw.get("reward_funcs"), str) and "," in raw["reward_funcs"]:  # trl grpo --reward_funcs a,b
+    if isinstance(raw.get("reward_funcs"), str):  # trl grpo --reward_funcs a,b; one name is a list of one, as in YAML
         raw["reward_funcs"] = [name.strip() for name in raw["reward_funcs"].split(",") if name.strip()]
+    if not is_tiny(raw.get("model")):
+        fill_pretrained_defaults(raw)
     cfg = from_dict(TrainConfig, raw, "")
+    cfg.explicit_keys = frozenset(explicit | set(overrides))
     validate(cfg)
     return cfg
 
@@ -386,13 +398,12 @@ def validate(cfg: TrainConfig) -> None:
     for name, seed in [("seed", cfg.seed), ("eval.seed", cfg.eval.seed)]:
         if not 0 <= seed < 2**32:  # numpy's and CUDA's seeds are 32-bit
             raise ConfigError(f"{name}: must be in [0, 2**32), got {seed}")
-    from grae.data import RowsTask, get_task
+    from grae.data import LocalTask, RowsTask, get_task
     from grae.data.fields import DataFormatError
+    from grae.data.registry import unknown_parameter
 
     try:
         task = get_task(cfg.task.name, **cfg.task.params)
-        from grae.data import LocalTask
-
         if isinstance(task, LocalTask):  # read now: a bad line is refused before anything is claimed or loaded
             task.splits()
     except FileNotFoundError as err:
@@ -401,7 +412,10 @@ def validate(cfg: TrainConfig) -> None:
     except DataFormatError as err:
         raise ConfigError(f"task: {err}") from None
     except (KeyError, TypeError, ValueError, AssertionError, OverflowError) as err:  # reasoning-gym checks by assert
-        raise ConfigError(f"task: {err.args[0] if err.args else err} (task.params: {cfg.task.params})") from None
+        raise ConfigError(unknown_parameter(err, cfg.task.name)
+                          or f"task: {err.args[0] if err.args else err} (task.params: {cfg.task.params})") from None
+    if isinstance(task, LocalTask):  # its splits are read: sizes it cannot fill are fitted or refused now
+        cfg.notes = (*cfg.notes, *fit_sizes(cfg, task))
     from grae.data.visual import VisualTask
 
     if isinstance(task, VisualTask) and cfg.sampling.active:  # the one GraeTrainer path that cannot carry images

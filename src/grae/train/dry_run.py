@@ -15,10 +15,11 @@ from grae.train.trl_recipe import check_model_init_kwargs
 
 
 def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
-    """``(what, resolved to)`` rows for a validated ``cfg``: model and how it loads, task and the columns it
-    reads, reward functions and where each comes from, estimator, steps and batch, held-out evaluation, run
-    directory."""
-    from grae.data import get_task
+    """``(what, resolved to)`` rows for a validated ``cfg``: the estimator first (and whether it is grae's default),
+    model and how it loads, task and the columns it reads, sizes fitted to the data, one rendered prompt and what
+    its gold answer reads as, reward functions and where each comes from, steps and batch, held-out evaluation,
+    run directory."""
+    from grae.data import LocalTask, get_task
     from grae.data.hub import fields_line
     from grae.train.trl_rewards import resolve_reward
 
@@ -28,23 +29,64 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     how = ", ".join(f"{key} {value}" for key, value in load.items()) or "float32"
     task = get_task(cfg.task.name, **cfg.task.params)
     size = "all training problems" if cfg.task.train_size is None else f"{cfg.task.train_size} training prompts"
+    if isinstance(task, LocalTask):
+        size = f"{size} ({len(task.splits()[0])} in the file's training split, {len(task.splits()[1])} held out)"
     rewards = [f"task ({cfg.task.name}'s verifier)" if spec == "task" else f"{spec} ({_origin(resolve_reward(spec))})"
                for spec in reward_specs(cfg)]
     params = ", ".join(f"{key}={value}" for key, value in cfg.estimator_params.items())
+    chosen = cfg.explicit_keys is None or "estimator" in cfg.explicit_keys or cfg.estimator != TrainConfig.estimator
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")  # TRL's values, its defaults filled in
     batch = (f"{args.per_device_train_batch_size} completions per device step, {args.num_generations} per prompt, "
              f"<= {args.max_completion_length} tokens, learning rate {args.learning_rate:g}")
     e = cfg.eval
     heldout = (f"{e.num_problems} problems x n = {e.n}, {e.max_tokens} tokens, before and after" if e.enabled
                else "off")
-    return [("model", f"{cfg.model} (from_pretrained: {how})"),
+    return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
+                          f"{'' if chosen else ' (grae default; --estimator grpo trains TRL GRPO advantages)'}"),
+            ("model", f"{cfg.model} (from_pretrained: {how})"),
             ("task", fields_line(task) or f"{cfg.task.name}{f' {cfg.task.params}' if cfg.task.params else ''}"),
+            *[("fitted", note) for note in cfg.notes],
             ("train on", size),
+            *example_lines(task),
             ("rewards", "; ".join(rewards)),
-            ("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"),
             ("steps", f"{cfg.max_steps}, {batch}"),
             ("held-out", heldout),
             ("output", cfg.output_dir)]
+
+
+def example_lines(task: Any) -> list[tuple[str, str]]:
+    """One training prompt as the model gets it (before its chat template) and its gold answer: what the
+    answer column reads as, how completions are read, and the score of a completion that states the gold that
+    way (1.0 unless the verifier cannot match this gold). None for a hub dataset (nothing is downloaded)."""
+    from grae.data import HubTask, LocalTask
+    from grae.data.local import read_records
+
+    if isinstance(task, HubTask):
+        return [("prompt", "(shown when the data is local; a dry run downloads nothing)")]
+    try:
+        example = next(iter(task.iter_train(0)))
+    except (StopIteration, ValueError):
+        return [("prompt", f"{task.name} has no training problem")]
+    prompt = example["prompt"]
+    text = prompt if isinstance(prompt, str) else " | ".join(f"{m['role']}: {m['content']}" for m in prompt)
+    gold = example["answer"]
+    extraction = getattr(task, "extraction", None)
+    stated = extraction.stating(gold) if extraction is not None else task.answer_completion(gold)
+    fallback = getattr(task, "plain_answer", None)
+    read = extraction.describe() if extraction is not None else \
+        f"{task.answer_format}{f' (else {fallback})' if fallback and fallback != 'none' else ''}"
+    column = ""
+    if isinstance(task, LocalTask):
+        raw = next((r.get("answer") for r in read_records(task.path, task.max_line_bytes)
+                    if " ".join(str(r.get("question", r.get("problem", ""))).split()) == " ".join(example["question"].split())),
+                   None)
+        if isinstance(raw, str) and raw.strip() != gold:
+            column = f" (from the answer column {' '.join(raw.split())!r})"
+    score = task.score(stated, example)
+    verdict = "scores 1" if score == 1.0 else (f"scores {score:g}: the verifier cannot match this gold the way answers "
+                                               "are read; check the answer column, or task.params.answer_extraction")
+    return [("prompt", repr(text)),
+            ("gold", f"{gold!r}{column}; answers read: {read}; the reply {stated!r} {verdict}")]
 
 
 def _origin(func: Any) -> str:

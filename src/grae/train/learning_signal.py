@@ -9,7 +9,9 @@ only) fall back to TRL's ``frac_reward_zero_std == 1`` (every group's rewards eq
 :class:`NoSignalWatch` says so on the console at every such step (``step N: no learning signal …``), the
 progress line marks the step (:func:`progress_mark`), and after ``no_signal_steps`` such steps in a row
 (3 by default; ``grae train --no_signal_steps N``, 0 turns the warning off) one warning names the likely
-causes: reward format, token budget, task difficulty (:func:`likely_causes`).
+causes: reward format, token budget, task difficulty (:func:`likely_causes`). :class:`GraeTrainer` adds the
+same watch to a TRL script (``no_signal_steps=``; its lines go to the ``grae.engines.trl.trainer`` logger, the
+warning at WARNING), reading TRL's own log keys where grae's advantage masses are absent.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ def likely_causes(rewards: Sequence[float], clipped: Sequence[float] = (), max_c
     if rewards and max(rewards) == 0.0:
         causes.append("reward format: every completion scored 0, so the model likely never writes the answer the way "
                       "the verifier reads it (e.g. <answer> tags or \\boxed{} it does not produce), or the verifier "
-                      "rejects right answers; score a few completions by hand, change the prompt or the task's "
-                      "plain_answer fallback")
+                      "rejects right answers; score a few completions by hand, change the prompt or how the task reads answers "
+                      "(task.params.answer_extraction for a dataset task, plain_answer for a reasoning-gym one)")
         difficulty = "task difficulty: too hard for the model; an easier task or a stronger base model"
     elif rewards and min(rewards) == max(rewards):
         causes.append(f"task difficulty: every completion scored {rewards[0]:g}: the task is too easy (or too hard) "
@@ -82,8 +84,10 @@ class NoSignalWatch(TrainerCallback):
     """Says each logged step without learning signal on the console at once, and after ``streak_steps``
     such steps in a row one warning with :func:`likely_causes` (again only after a step with signal)."""
 
-    def __init__(self, log, streak_steps: int = NO_SIGNAL_STEPS):
+    def __init__(self, log, streak_steps: int = NO_SIGNAL_STEPS, warn=None):
         self.log, self.streak_steps = log, streak_steps
+        #: says the streak's warning (default: ``log`` with a ``warning:`` prefix)
+        self.warn = warn or (lambda message: log(f"warning: {message}"))
         self.streak: list[tuple[int, dict]] = []
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -101,7 +105,7 @@ class NoSignalWatch(TrainerCallback):
                  f"within every group{f', mean reward {reward:.3f}' if reward is not None else ''}); "
                  "this step trained nothing")
         if len(self.streak) == self.streak_steps:
-            self.log(f"warning: {self.streak_note(getattr(args, 'max_completion_length', None))}")
+            self.warn(self.streak_note(getattr(args, 'max_completion_length', None)))
 
     def streak_note(self, max_completion_length: int | None = None) -> str:
         """The warning for the current streak of steps without signal."""

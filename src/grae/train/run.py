@@ -40,6 +40,7 @@ from grae.engines.divergence import DivergenceError
 from grae.eval.identity import model_identity, trained_identity
 from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, resolve_rewards, to_dict
 from grae.train.faults import DiskFullError, disk_full_is_resumable
+from grae.train.model_defaults import fit_sizes
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
 from grae.train.trl_recipe import model_load_kwargs, processor_load_kwargs
@@ -101,8 +102,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
     # data and the model's files first: a task that has fewer distinct problems than asked, or a preset
     # whose package is missing, is a config error (one line, exit 2) before the run directory is claimed
+    task = get_task(cfg.task.name, **cfg.task.params)  # load_config built it once: it builds
+    fitted = fit_sizes(cfg, task)  # a hub dataset's sizes, now that it is loaded (a local file's were fitted before)
     try:
-        task = get_task(cfg.task.name, **cfg.task.params)
         train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
         heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     except ValueError as err:
@@ -115,7 +117,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     run_id, resume_from, notes = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume,
                                                                         overwrite=overwrite))
     log = _logger(console) if main else (lambda message: None)
-    for note in notes:
+    for note in [*fitted, *notes]:
         log(note)
     torch.manual_seed(cfg.seed)
     dataset = task.to_hf_dataset(train_examples)

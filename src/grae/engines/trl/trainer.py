@@ -77,6 +77,11 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             each group's prompt once (``shared_prompt_pass``: float rounding differs from TRL's pass), each loss
             micro-batch cut to its own longest completion (``trim_padding``: likewise). Default: all on but
             ``shared_prompt_pass`` and ``trim_padding`` (``grae train`` turns them on).
+        no_signal_steps: as ``grae train``'s: each logged step without learning signal (no group with a non-zero
+            advantage; TRL's ``frac_reward_zero_std == 1`` where grae's advantage masses are not logged) is said at
+            INFO on this module's logger, and after this many in a row one WARNING names the likely causes (reward
+            format, token budget, task difficulty: :mod:`grae.train.learning_signal`); 0 turns it off. A
+            :class:`~grae.train.learning_signal.NoSignalWatch` among ``callbacks`` replaces it.
     """
 
     record_generation_logprobs = True
@@ -95,6 +100,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         answer_fn: Any = None,
         cov_loss: dict[str, Any] | None = None,
         rollouts: RolloutOptions | dict[str, Any] | None = None,
+        no_signal_steps: int = 3,
         **kwargs: Any,
     ):
         self.grae_rollouts = rollout_options(rollouts)
@@ -122,6 +128,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None or cov_loss else None)
         self.grae_dual_clip = dual_clip
         super().__init__(*args, **kwargs)
+        self._watch_learning_signal(no_signal_steps)
         self._check_compatible()
         self._map_scale_rewards()
         #: rollouts.group_by_length where the loss allows it
@@ -144,6 +151,16 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         self.last_groups: list[dict] = []
         #: this optimizer step's micro-batch losses, checked with the gradient norm (:meth:`_get_grad_norm`)
         self._step_losses: list[torch.Tensor] = []
+
+    def _watch_learning_signal(self, streak_steps: int) -> None:
+        """Add :class:`~grae.train.learning_signal.NoSignalWatch` (lines at INFO, the warning at WARNING on this
+        module's logger) unless ``streak_steps`` is 0 or the caller's callbacks hold one (``grae train``'s)."""
+        from grae.train.learning_signal import NoSignalWatch
+
+        if isinstance(streak_steps, bool) or not isinstance(streak_steps, int) or streak_steps < 0:
+            raise ValueError(f"no_signal_steps: an integer >= 0 (0 turns the warning off), got {streak_steps!r}")
+        if streak_steps and not any(isinstance(cb, NoSignalWatch) for cb in self.callback_handler.callbacks):
+            self.add_callback(NoSignalWatch(logger.info, streak_steps, warn=logger.warning))
 
     # -- TRL's hooks ----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

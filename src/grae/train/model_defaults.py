@@ -1,0 +1,109 @@
+"""Defaults that fit the model and the data (issue 47 §1).
+
+The embedded default (``configs/default.yaml``: 500 steps at learning rate 2e-5, completions and held-out
+answers of at most 8 tokens, 200 held-out problems × 64 samples) is the shipped tiny model's. It is the base
+of ``grae train`` only when the model is a tiny one (:func:`is_tiny`: a shipped one, none named, or a local
+directory named ``tiny…``). Any other model starts from:
+
+* its preset's recipe (``--model smollm2``: ``configs/smollm2.yaml``), or
+* nothing but what the recipe or the flags say, where every other key keeps grae's dataclass default and
+  every ``trl.*`` key TRL's own ``GRPOConfig`` default (learning rate 1e-6, 256 completion tokens) — so a
+  ``trl grpo`` recipe resolves the same given as flags or as a YAML file — with these for a pretrained model
+  (:func:`fill_pretrained_defaults`): held-out answers get the training's token budget
+  (``trl.max_completion_length``), :data:`PRETRAINED_EVAL` sizes the held-out evaluation, and without a task
+  :data:`PRETRAINED_TASK` is trained (the smollm2 recipe's chain sums in chat form).
+
+Sizes that do not fit a dataset are fitted when they were defaults and refused, naming the key, when they
+were given (:func:`fit_sizes`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: the shipped tiny models: the embedded default's base is theirs
+TINY_MODELS = ("tiny", "tiny-vlm", "tiny-ladder", "tiny-carry")
+#: the held-out evaluation of a pretrained model where neither the recipe nor the flags size it
+PRETRAINED_EVAL = {"num_problems": 100, "n": 8}
+#: what a pretrained model trains on when no task is named: chain sums of 2-3 numbers in chat form, the
+#: answer read as the completion's last number (configs/smollm2.yaml's task)
+PRETRAINED_TASK = {"name": "chain_sum", "params": {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 2,
+                                                   "prompt_style": "chat", "system_prompt": None,
+                                                   "plain_answer": "last_number"}}
+
+
+def is_tiny(model: Any) -> bool:
+    """Whether ``model`` is a tiny model: a shipped one (None: the default, the tiny model), or a local directory
+    named like one (``tiny…``: ``grae tiny build``'s outputs and copies of the shipped ones)."""
+    if model is None or model in TINY_MODELS:
+        return True
+    from pathlib import Path
+
+    path = Path(str(model)).expanduser()
+    return path.name.startswith("tiny") and path.is_dir()
+
+
+def fill_pretrained_defaults(raw: dict) -> None:
+    """Fill the keys of a pretrained model's config ``raw`` (grae's keys, file and flags merged) that neither
+    the recipe nor the flags give: held-out evaluation size and token budget, the task."""
+    from grae.train.trl_values import trl_fields
+
+    task = raw.get("task")
+    if task is None or (isinstance(task, dict) and "name" not in task):
+        raw["task"] = {**PRETRAINED_TASK, **(task or {})}
+    if not isinstance(raw.get("eval", {}), dict):
+        return  # from_dict names the bad section
+    heldout = raw.setdefault("eval", {})
+    for key, value in PRETRAINED_EVAL.items():
+        heldout.setdefault(key, value)
+    trl = raw.get("trl") if isinstance(raw.get("trl"), dict) else {}
+    heldout.setdefault("max_tokens", trl.get("max_completion_length", trl_fields()["max_completion_length"].default))
+
+
+def dotted_keys(raw: dict, prefix: str = "") -> set[str]:
+    """Every key path of nested mapping ``raw`` (``{"task": {"train_size": 5}}`` -> ``{"task", "task.train_size"}``)."""
+    keys = set()
+    for key, value in raw.items():
+        path = f"{prefix}{key}"
+        keys.add(path)
+        if isinstance(value, dict):
+            keys |= dotted_keys(value, f"{path}.")
+    return keys
+
+
+def fit_sizes(cfg: Any, task: Any) -> list[str]:
+    """Fit ``cfg.task.train_size`` and ``cfg.eval.num_problems`` to a dataset task whose splits are loaded
+    (:class:`grae.data.RowsTask`): a size above what the data has is lowered to all it has, with one line
+    saying so (returned), when it was a default; one the user gave (``cfg.explicit_keys``; None: every key)
+    is refused with :class:`~grae.train.config.ConfigError` naming the key. ``cfg`` is changed in place."""
+    from grae.data import RowsTask
+    from grae.train.config import ConfigError
+
+    if not isinstance(task, RowsTask) or task.eval_only:
+        return []
+    train, held = task.splits()
+    explicit = getattr(cfg, "explicit_keys", None)
+
+    def given(key: str) -> bool:
+        return explicit is None or key in explicit
+
+    notes = []
+    asked = cfg.task.train_size
+    if asked is not None and asked > len(train):
+        if given("task.train_size"):
+            raise ConfigError(f"task.train_size: {asked} training problems asked, but {task.name} has {len(train)} "
+                              f"(distinct, {len(held)} more held out); set --task.train_size {len(train)}, or null "
+                              "for the whole training split")
+        cfg.task.train_size = None
+        notes.append(f"training on all {len(train)} training problems of {task.name} (the default task.train_size "
+                     f"{asked} asks for more; --task.train_size N sets it)")
+    asked = cfg.eval.num_problems
+    if cfg.eval.enabled and asked > len(held):
+        if given("eval.num_problems") or not held:
+            raise ConfigError(f"eval.num_problems: {asked} held-out problems asked, but {task.name} holds out "
+                              f"{len(held)}; lower eval.num_problems, hold out more with --task.params.heldout_size N, "
+                              "or turn the held-out evaluation off with --eval.enabled false")
+        cfg.eval.num_problems = len(held)
+        notes.append(f"held-out evaluation on all {len(held)} held-out problems of {task.name} (the default "
+                     f"eval.num_problems {asked} asks for more; --task.params.heldout_size N holds out more)")
+    return notes
