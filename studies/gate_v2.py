@@ -287,12 +287,14 @@ def train_step(design_path: Path, seeds: list[int]) -> None:
         out = run_dir(design, seed)
         cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--seed", str(seed), "--output-dir", str(out),
                "--no-progress", *(["--resume"] if (out / "run.json").exists() else [])]
+        resumed = "--resume" in cmd
         print(" ".join(cmd), flush=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        (out / "cpu_seconds").write_text(f"{used:.1f}\n")
+        earlier = float((out / "cpu_seconds").read_text()) if resumed and (out / "cpu_seconds").exists() else 0.0
+        (out / "cpu_seconds").write_text(f"{earlier + used:.1f}\n")  # a resumed run counts its earlier processes
 
 
 def core_seconds(out: Path) -> float:
