@@ -8,6 +8,7 @@ Whole-run parity (every logged metric and the final weights equal to stock TRL's
 from __future__ import annotations
 
 import functools
+from unittest import mock
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from grae.engines.rollouts import RolloutOptions, rollout_options  # noqa: E402
 from grae.engines.trl import GraeTrainer  # noqa: E402
 from grae.eval import decode as dec  # noqa: E402
 from test_trl_engine import make_trainer, model_dir  # noqa: E402, F401  (fixture)
-from test_trl_parity import standin  # noqa: E402, F401  (fixture)
+from test_trl_parity import assert_same_run, standin  # noqa: E402, F401  (fixture)
 
 
 def _recording(cls):
@@ -75,6 +76,38 @@ def test_rollouts_are_stock_trls_completions(request, tmp_path, decodes, which, 
     assert ours.completions == stock.completions
     lengths = {len(ids) for batch in stock.completions for ids in batch}
     assert len(lengths) > 1  # some rows ended before others: rows left the batch on the default path
+
+
+@pytest.mark.parametrize("which", ["standin", "model_dir"], ids=["grouped-qwen2", "ungrouped-tiny"])
+def test_bf16_rollouts_with_top_k_and_top_p_train_as_stock_trl(request, tmp_path, monkeypatch, decodes, which):
+    """TRL trains in bf16 by default; bf16 logits tie often, and the nucleus keeps the warpers' member of a tie
+    (grae.eval.nucleus). On the CPU, ``bf16=True`` with ``use_cpu=True`` is accelerate's bf16 autocast (float32
+    weights, bf16 matmuls: bf16 logits, upcast to float32 by ``generate``). With top_k 10, top_p 0.9, T 0.9:
+    the same completions as stock GRPOTrainer, and after 3 steps the same logs and weights, bit for bit."""
+    from grae.eval import nucleus
+
+    ties: list[int] = []  # rows whose nucleus boundary cut a tie of logits (where topk's order alone differed)
+    keep = nucleus.nucleus_keep
+
+    def counting(scores, top_p, *args):
+        kept = keep(scores, top_p, *args)
+        lowest_kept = scores.masked_fill(~kept, float("inf")).min(-1).values
+        ties.append(int((lowest_kept == scores.masked_fill(kept, float("-inf")).max(-1).values).sum()))
+        return kept
+
+    monkeypatch.setattr(nucleus, "nucleus_keep", counting)
+    config = {"bf16": True, "top_k": 10, "top_p": 0.9, "temperature": 0.9, "max_completion_length": 8,
+              "gradient_accumulation_steps": 2, "learning_rate": 1e-2}
+    runs = []
+    for cls in (GRPOTrainer, GraeTrainer):  # each built and trained in turn: the same RNG stream for both
+        runs.append(make_trainer(request.getfixturevalue(which), tmp_path / cls.__name__, "grpo", steps=3,
+                                 trainer_cls=_recording(cls), config=config))
+        runs[-1].train()
+    stock, ours = runs
+    assert stock.accelerator.mixed_precision == "bf16"
+    assert len(decodes) == len(stock.completions) == 3 and ours.completions == stock.completions
+    assert_same_run(stock, ours, rel=0, atol=0)
+    assert sum(ties) > 0
 
 
 def test_switched_off_or_not_applicable_the_trainer_calls_generate(model_dir, tmp_path, decodes):  # noqa: F811
@@ -269,3 +302,53 @@ def test_group_by_length_stays_off_where_the_loss_depends_on_the_split(standin, 
     assert "rollouts.group_by_length: off for this run" in caplog.text and "bnpo" in caplog.text
     dapo = make_trainer(standin, tmp_path / "dapo", "grpo", config={"loss_type": "dapo"}, rollouts={"group_by_length": True})
     assert dapo._group_by_length
+
+
+def _fake_generate(calls: list[int]):
+    """A generate as TRL's test_train_with_mask_truncated_completions patches in: fixed completions, one truncated,
+    one ending in the end token, one ending in it at the last place."""
+
+    def fake_generate(input_ids, **kwargs):
+        calls.append(input_ids.size(0))
+        eos = kwargs["generation_config"].eos_token_id
+        eos = eos[0] if isinstance(eos, list) else eos
+        rows = [[5, 6, 7, 8, 9, 10], [11, 12, eos, 0, 0, 0], [13, 14, 15, 16, 17, eos]]
+        completions = torch.tensor([rows[i % 3] for i in range(input_ids.size(0))], device=input_ids.device)
+        return torch.cat([input_ids, completions], dim=1)
+
+    return fake_generate
+
+
+@pytest.mark.parametrize("where", ["GenerationMixin", "instance"])
+def test_a_generate_that_is_not_transformers_own_is_called_as_stock_trl_calls_it(model_dir, tmp_path, monkeypatch,  # noqa: F811
+                                                                                 decodes, caplog, where):
+    """Never bypass the user: a patched ``GenerationMixin.generate`` (TRL's own mock-generate test does this) or a
+    generate set on the model instance is what the rollouts call, in GraeTrainer as in stock TRL: the same
+    completions, the mock called once per generation, grae's loop never; the notice once per run."""
+    from transformers.generation.utils import GenerationMixin
+
+    from grae.engines.rollouts import transformers_generate
+
+    completions = {}
+    for cls in (GRPOTrainer, GraeTrainer):
+        calls: list[int] = []
+        trainer = make_trainer(model_dir, tmp_path / cls.__name__, "grpo", steps=2, trainer_cls=_recording(cls),
+                               config={"mask_truncated_completions": True})
+        model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+        assert transformers_generate(model)
+        if where == "GenerationMixin":  # as TRL's test: @patch("transformers.generation.utils.GenerationMixin.generate")
+            monkeypatch.setattr(GenerationMixin, "generate", mock.MagicMock(side_effect=_fake_generate(calls)))
+        else:
+            model.generate = _fake_generate(calls)
+        assert not transformers_generate(model)
+        with caplog.at_level("WARNING", logger="grae.engines.trl.trainer"):
+            trainer.train()
+        monkeypatch.undo()
+        assert calls == [len(trainer.completions[0])] * 2  # called by each of the 2 generations
+        completions[cls] = trainer.completions
+    assert completions[GraeTrainer] == completions[GRPOTrainer]
+    assert completions[GRPOTrainer][0][:3] == [[5, 6, 7, 8, 9, 10], [11, 12, completions[GRPOTrainer][0][1][2]],
+                                                [13, 14, 15, 16, 17, completions[GRPOTrainer][0][2][5]]]
+    assert decodes == []
+    notices = [r.getMessage() for r in caplog.records if "not transformers' GenerationMixin.generate" in r.getMessage()]
+    assert len(notices) == 1 and ("fake_generate" in notices[0] or "MagicMock" in notices[0])

@@ -20,7 +20,13 @@ from trl import GRPOTrainer
 
 from grae.advantage import EstimatorLike, check_context_supported
 from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
-from grae.engines.rollouts import RolloutOptions, decoding_generate, rollout_options
+from grae.engines.rollouts import (
+    RolloutOptions,
+    decoding_generate,
+    describe_generate,
+    rollout_options,
+    transformers_generate,
+)
 from grae.engines.rows import group_by_length, trim_padding
 from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
 from grae.engines.trl.estimator import (
@@ -97,6 +103,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         **kwargs: Any,
     ):
         self.grae_rollouts = rollout_options(rollouts)
+        #: the one-time notice that model.generate is the user's, not transformers' (it then runs as in stock TRL)
+        self._told_own_generate = False
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
         reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
         #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
@@ -178,11 +186,21 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's, recording the rollout log-probs where they apply (:meth:`_generate_recording_logps`), its plain
-        ``generate`` path on grae's sampling loop (:func:`~grae.engines.rollouts.decoding_generate`)."""
+        ``generate`` path on grae's sampling loop (:func:`~grae.engines.rollouts.decoding_generate`); a
+        ``model.generate`` that is not transformers' own (the user's, or a test's patch) runs TRL's path unchanged,
+        said once."""
         generate = functools.partial(super()._generate_single_turn, prompt_ids, images, multimodal_fields,
                                      num_generations, has_tool_images)
         plain = not (self.use_vllm or self.use_transformers_continuous_batching)
         model = self.accelerator.unwrap_model(self.model_wrapped)
+        if plain and not transformers_generate(model):  # the user's generate: TRL's path, untouched
+            if not self._told_own_generate:
+                self._told_own_generate = True
+                logger.warning("model.generate is %s, not transformers' GenerationMixin.generate: GraeTrainer's "
+                               "rollouts call it as stock TRL does (no grae decoding, no log-prob recording)",
+                               describe_generate(model))
+            self._generation_logps = None
+            return generate()
         with decoding_generate(model, self.grae_rollouts) if plain else contextlib.nullcontext():
             return self._generate_recording_logps(generate, images, multimodal_fields)
 
