@@ -169,6 +169,7 @@ def test_shared_prompt_forward_gives_trls_logps_entropies_and_gradients(request,
 
     def run(share, batch_size=None):
         trainer.grae_rollouts = RolloutOptions(shared_prompt_pass=share)
+        trainer._shared_prompt_pass = share
         model.zero_grad()
         logps, entropies, _ = trainer._get_per_token_logps_and_entropies(model, ids, mask, completion,
                                                                            batch_size=batch_size, compute_entropy=True)
@@ -305,7 +306,7 @@ def test_group_by_length_stays_off_where_the_loss_depends_on_the_split(standin, 
         bnpo = make_trainer(standin, tmp_path / "bnpo", "grpo", config={"loss_type": "bnpo"},
                             rollouts={"group_by_length": True})
     assert not bnpo._group_by_length
-    assert "rollouts.group_by_length: off for this run" in caplog.text and "bnpo" in caplog.text
+    assert "rows keep TRL's random split" in caplog.text and "bnpo" in caplog.text
     dapo = make_trainer(standin, tmp_path / "dapo", "grpo", config={"loss_type": "dapo"}, rollouts={"group_by_length": True})
     assert dapo._group_by_length
 
@@ -358,3 +359,91 @@ def test_a_generate_that_is_not_transformers_own_is_called_as_stock_trl_calls_it
     assert decodes == []
     notices = [r.getMessage() for r in caplog.records if "not transformers' GenerationMixin.generate" in r.getMessage()]
     assert len(notices) == 1 and ("fake_generate" in notices[0] or "MagicMock" in notices[0])
+
+
+def test_group_by_prompt_keeps_each_prompts_rows_together():
+    """``group_by_length(by_prompt=True)``: each prompt's rows fill micro-batches together (prompts in order of
+    their longest row, each prompt's rows shortest first); left padding does not split a prompt."""
+    from grae.engines.rows import group_by_length
+
+    prompt_ids = torch.tensor([[0, 7, 8], [9, 9, 9], [0, 7, 8], [9, 9, 9], [9, 9, 9], [0, 7, 8], [9, 9, 9], [0, 7, 8]])
+    prompt_mask = (prompt_ids != 0).long()
+    prompt_ids[2, 0] = 5  # another pad token under the mask: the same prompt
+    lengths = [5, 1, 2, 6, 3, 0, 4, 1]  # prompt A (rows 0, 2, 5, 7) longest 5; prompt B (1, 3, 4, 6) longest 6
+    mask = torch.tensor([[1] * n + [0] * (6 - n) for n in lengths])
+    chunks = [{"prompt_ids": prompt_ids[i:i + 4], "prompt_mask": prompt_mask[i:i + 4], "completion_mask": mask[i:i + 4],
+               "row": torch.arange(i, i + 4)} for i in (0, 4)]
+    grouped = group_by_length(chunks, by_prompt=True)
+    assert [c["row"].tolist() for c in grouped] == [[5, 7, 2, 0], [1, 4, 6, 3]]
+    quarters = [{key: value[i:i + 2] for key, value in c.items()} for c in chunks for i in (0, 2)]  # 4 micro-batches
+    assert [c["row"].tolist() for c in group_by_length(quarters, by_prompt=True)] == [[5, 7], [2, 0], [1, 4], [6, 3]]
+    assert [c["row"].tolist() for c in group_by_length(chunks)] == [[5, 1, 7, 2], [4, 6, 0, 3]]  # length alone mixes
+
+
+def test_the_shared_prompt_pass_computes_each_prompt_once_per_micro_batch(standin, tmp_path, monkeypatch,  # noqa: F811
+                                                                          threads):  # noqa: F811
+    """With the shared prompt pass each prompt's rows fill micro-batches together (TRL shuffles them before the
+    split, so before this a micro-batch rarely held two rows of one prompt): 2 prompts x 4 rows in micro-batches of
+    2 compute 1 prompt row per micro-batch (the ideal; TRL's pass computes 2), and the loss (dapo: token sums over
+    the generation batch's count) trains as TRL's random split up to float rounding."""
+    import grae.engines.trl.trainer as trainer_module
+    from grae.engines.trl import prompt_forward
+    from grae.eval.prefill import prompt_runs
+
+    computed: list[tuple[int, int]] = []  # per loss or log-prob pass: (rows, prompt rows computed)
+
+    def spy(model, unwrapped, input_ids, attention_mask, logits_to_keep, **kwargs):
+        out = prompt_forward.shared_prompt_logps(model, unwrapped, input_ids, attention_mask, logits_to_keep, **kwargs)
+        width = input_ids.size(1) - logits_to_keep
+        unique = prompt_runs(input_ids[:, :width], attention_mask[:, :width])[0].numel()
+        computed.append((input_ids.size(0), unique if out is not None else input_ids.size(0)))
+        return out
+
+    monkeypatch.setattr(trainer_module, "shared_prompt_logps", spy)
+
+    def trained(options: dict):
+        config = {"max_completion_length": 16, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
+                  "loss_type": "dapo"}
+        trainer = make_trainer(standin, tmp_path / str(len(options)), "grpo", config=config, rollouts=options)
+        trainer.model.lm_head.weight.data[trainer.eos_token_ids[0]] *= 40  # some rows end early
+        trainer.train()
+        logs = [{k: v for k, v in entry.items() if k in ("loss", "grad_norm")} for entry in trainer.state.log_history]
+        return logs, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+    split_logs, split_weights = trained({})
+    assert computed == []
+    shared_logs, shared_weights = trained({"shared_prompt_pass": True, "trim_padding": True, "group_by_length": True})
+    assert computed == [(2, 1)] * 8  # 2 steps x 4 micro-batches, each one prompt computed once
+    for split, shared in zip(split_logs, shared_logs, strict=True):
+        for key in split:
+            assert shared[key] == pytest.approx(split[key], rel=1e-5, abs=1e-6), key  # abs: the loss (see above)
+    for name, weight in split_weights.items():
+        assert_close_scaled(shared_weights[name], weight, rel=1e-4, msg=name)
+
+
+def test_with_a_kl_term_the_reference_and_loss_passes_give_bitwise_equal_log_probs(model_dir, tmp_path, caplog):  # noqa: F811
+    """beta > 0: the KL term's gradient is exp(ref - logp) - 1 times the log-prob's; where the weights are equal
+    (the first step) it must be exactly 0. The shared pass gave the reference pass (groups together) and the loss
+    pass (TRL's shuffled micro-batches) log-probs 1e-6 apart, so both stay TRL's pass and the trainer says so."""
+    diffs: list[float] = []
+
+    class Checking(GraeTrainer):
+        def _compute_loss(self, model, inputs):
+            if self.state.global_step == 0:
+                ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+                mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+                with torch.no_grad():
+                    logps, _, _ = self._get_per_token_logps_and_entropies(model, ids, mask,
+                                                                          inputs["completion_ids"].size(1))
+                keep = inputs["completion_mask"].bool()
+                diffs.append(float((logps - inputs["ref_per_token_logps"])[keep].abs().max()))
+            return super()._compute_loss(model, inputs)
+
+    config = {"beta": 0.1, "max_completion_length": 16, "per_device_train_batch_size": 4,
+              "gradient_accumulation_steps": 2, "loss_type": "dapo"}
+    with caplog.at_level("WARNING", logger="grae.engines.trl.trainer"):
+        trainer = make_trainer(model_dir, tmp_path, "grpo", steps=1, trainer_cls=Checking, config=config,
+                               rollouts={"shared_prompt_pass": True, "trim_padding": True, "group_by_length": True})
+    assert not trainer._shared_prompt_pass and "rollouts.shared_prompt_pass: off for this run" in caplog.text
+    trainer.train()
+    assert diffs == [0.0, 0.0]

@@ -131,11 +131,20 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         super().__init__(*args, **kwargs)
         self._check_compatible()
         self._map_scale_rewards()
-        #: rollouts.group_by_length where the loss allows it
-        self._group_by_length = self.grae_rollouts.group_by_length and not self._split_dependence()
-        if self.grae_rollouts.group_by_length and not self._group_by_length:
-            logger.warning("rollouts.group_by_length: off for this run; the loss depends on how rows are split into "
-                           "micro-batches (%s), so they keep TRL's random split", "; ".join(self._split_dependence()))
+        #: rollouts.shared_prompt_pass where it keeps the KL term exact: with beta != 0 the reference pass and the
+        #: loss pass must give bitwise-equal log-probs where the weights are equal, so both stay TRL's pass
+        self._shared_prompt_pass = self.grae_rollouts.shared_prompt_pass and self.beta == 0.0
+        if self.grae_rollouts.shared_prompt_pass and not self._shared_prompt_pass:
+            logger.warning("rollouts.shared_prompt_pass: off for this run; with beta=%g the reference and loss passes "
+                           "must give bitwise-equal log-probs (the KL term), so both are TRL's pass", self.beta)
+        #: the generation batch's rows regrouped into micro-batches (rollouts.group_by_length, and each prompt's
+        #: rows together for the shared prompt pass) where the loss does not depend on the split
+        wanted = self.grae_rollouts.group_by_length or self._shared_prompt_pass
+        self._group_by_length = wanted and not self._split_dependence()
+        if wanted and not self._group_by_length:
+            logger.warning("rollouts.group_by_length / shared_prompt_pass: the rows keep TRL's random split into "
+                           "micro-batches for this run; the loss depends on how rows are split (%s)",
+                           "; ".join(self._split_dependence()))
         #: the estimator is TRL's own advantage (:meth:`_is_trl_algorithm`): TRL's tensor trains, as stock
         self.grae_trl_algorithm = self._is_trl_algorithm()
         self._last_rewards_per_func: torch.Tensor | None = None
@@ -175,12 +184,13 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         return self._score_with_estimator(generate(inputs), mode)
 
     def _prepare_inputs(self, generation_batch):
-        """TRL's; with ``rollouts.group_by_length`` a generation batch it has just buffered is split again into
-        micro-batches by completion length (:func:`~grae.engines.rows.group_by_length`)."""
+        """TRL's; with ``rollouts.group_by_length`` or the shared prompt pass a generation batch it has just buffered
+        is split again into micro-batches by completion length, each prompt's rows together for the shared pass
+        (:func:`~grae.engines.rows.group_by_length`)."""
         buffered = self._buffered_inputs
         inputs = super()._prepare_inputs(generation_batch)
         if self._group_by_length and self._buffered_inputs is not buffered:  # TRL generated and buffered anew
-            self._buffered_inputs = group_by_length(self._buffered_inputs)
+            self._buffered_inputs = group_by_length(self._buffered_inputs, by_prompt=self._shared_prompt_pass)
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         return inputs
 
@@ -210,7 +220,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         on (:mod:`grae.engines.trl.prompt_forward`: the same log-probs up to float rounding, a shorter pass)."""
         trl = functools.partial(super()._get_per_token_logps_and_entropies, model, logits_to_keep=logits_to_keep,
                                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **model_inputs)
-        if not self.grae_rollouts.shared_prompt_pass or compute_aux_loss or any(v is not None for v in model_inputs.values()):
+        if not self._shared_prompt_pass or compute_aux_loss or any(v is not None for v in model_inputs.values()):
             return trl(input_ids, attention_mask, batch_size=batch_size)
         size = batch_size or input_ids.size(0)  # TRL's row chunks, each shared where it can be
         unwrapped = self.accelerator.unwrap_model(model)
