@@ -44,8 +44,10 @@ class RolloutOptions:
     #: rows that have ended leave the batch (same tokens either way)
     rows_leave: bool = True
     #: the loss and log-prob passes compute each group's prompt once, forward and backward
-    #: (grae.engines.trl.prompt_forward): the same log-probs and gradients up to float rounding. Off by default
-    #: in GraeTrainer, which then trains bit for bit as stock TRL; ``grae train`` turns it on
+    #: (grae.engines.trl.prompt_forward): the same log-probs and gradients up to float rounding. Each prompt's
+    #: rows then fill micro-batches together where the loss does not depend on the split (as group_by_length);
+    #: off with beta != 0 (the reference and loss passes must agree bit for bit). Off by default in GraeTrainer,
+    #: which then trains bit for bit as stock TRL; ``grae train`` turns it on
     shared_prompt_pass: bool = False
     #: each loss micro-batch drops the completion columns that are padding in all of its rows (rows that ended
     #: early), so its forward and backward run over its own longest completion instead of the generation

@@ -77,11 +77,14 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
             Default: TRL's own sampler, unchanged.
         rollouts: :class:`~grae.engines.rollouts.RolloutOptions` (or a dict of its fields): on TRL's plain
-            ``generate`` path, rollouts decode with grae's sampling loop (the same tokens as stock TRL; grouped-query
-            decoding, top-k nucleus, shared prompt prefill, finished rows leaving), and the loss's forward computes
-            each group's prompt once (``shared_prompt_pass``: float rounding differs from TRL's pass), each loss
-            micro-batch cut to its own longest completion (``trim_padding``: likewise). Default: all on but
-            ``shared_prompt_pass`` and ``trim_padding`` (``grae train`` turns them on).
+            ``generate`` path, rollouts decode with grae's sampling loop (the same tokens as stock TRL for the same
+            seed, in float32 and bf16, top-k/top-p ties included; grouped-query decoding, top-k nucleus, shared
+            prompt prefill, finished rows leaving; a ``model.generate`` that is not transformers' own is called
+            instead, as stock TRL calls it), and the loss's forward computes each group's prompt once
+            (``shared_prompt_pass``: float rounding differs from TRL's pass; each prompt's rows fill micro-batches
+            together where the loss allows it; off with ``beta`` != 0), each loss micro-batch cut to its own
+            longest completion (``trim_padding``: likewise). Default: all on but ``shared_prompt_pass``,
+            ``trim_padding`` and ``group_by_length`` (``grae train`` turns them on).
     """
 
     record_generation_logprobs = True
