@@ -193,7 +193,9 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         buffered = self._buffered_inputs
         inputs = super()._prepare_inputs(generation_batch)
         if self._group_by_length and self._buffered_inputs is not buffered:  # TRL generated and buffered anew
-            self._buffered_inputs = group_by_length(self._buffered_inputs, by_prompt=self._shared_prompt_pass)
+            # each prompt's rows together only where the shared pass runs (a checkpointed forward keeps no cache)
+            by_prompt = self._shared_prompt_pass and not self.args.gradient_checkpointing
+            self._buffered_inputs = group_by_length(self._buffered_inputs, by_prompt=by_prompt)
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         return inputs
 
