@@ -9,6 +9,10 @@ cut — runs unchanged, and the vLLM path is never touched. The loop draws the t
 same seed (the proof and its tests: :mod:`grae.eval.decode`, ``tests/test_decode.py``) with grouped-query
 decoding, the top-k nucleus, each prompt prefilled once for its group, and finished rows leaving the batch.
 
+A ``generate`` that is not transformers' own ``GenerationMixin.generate`` (the user's, set on the instance or
+overridden in the model's class, or a test's patch of ``GenerationMixin.generate`` itself) is never bypassed:
+GraeTrainer then runs TRL's path unchanged, calling it, and says so once (:func:`transformers_generate`).
+
 Anything else goes to ``generate`` as before: multimodal inputs (extra keyword arguments), a generation config
 the loop does not reproduce (:func:`grae.eval.decode.plan_of`), a model it cannot drive
 (:func:`~grae.eval.decode.decodes_itself`: PEFT wrappers, encoder-decoders), and a model in training mode
@@ -40,8 +44,10 @@ class RolloutOptions:
     #: rows that have ended leave the batch (same tokens either way)
     rows_leave: bool = True
     #: the loss and log-prob passes compute each group's prompt once, forward and backward
-    #: (grae.engines.trl.prompt_forward): the same log-probs and gradients up to float rounding. Off by default
-    #: in GraeTrainer, which then trains bit for bit as stock TRL; ``grae train`` turns it on
+    #: (grae.engines.trl.prompt_forward): the same log-probs and gradients up to float rounding. Each prompt's
+    #: rows then fill micro-batches together where the loss does not depend on the split (as group_by_length);
+    #: off with beta != 0 (the reference and loss passes must agree bit for bit). Off by default in GraeTrainer,
+    #: which then trains bit for bit as stock TRL; ``grae train`` turns it on
     shared_prompt_pass: bool = False
     #: each loss micro-batch drops the completion columns that are padding in all of its rows (rows that ended
     #: early), so its forward and backward run over its own longest completion instead of the generation
@@ -72,6 +78,28 @@ def rollout_options(value: RolloutOptions | dict[str, Any] | None) -> RolloutOpt
     if bad:
         raise ValueError(f"rollouts.{bad[0]}: expected true or false, got {value[bad[0]]!r}")
     return RolloutOptions(**value)
+
+
+def _resolved_generate(model: Any) -> Any:
+    """The function ``model.generate`` runs: the instance's own attribute, else its class's."""
+    generate = vars(model).get("generate") or getattr(type(model), "generate", None)
+    return getattr(generate, "__func__", generate)
+
+
+def transformers_generate(model: Any) -> bool:
+    """Whether ``model.generate`` is transformers' own ``GenerationMixin.generate`` function; False for a user's
+    override (on the instance or in the class) or a patched (mocked) one."""
+    import inspect
+
+    generate = _resolved_generate(model)
+    return (inspect.isfunction(generate) and generate.__module__ == "transformers.generation.utils"
+            and generate.__qualname__ == "GenerationMixin.generate")
+
+
+def describe_generate(model: Any) -> str:
+    """``module.qualname`` of the function ``model.generate`` runs (for the one-line notice)."""
+    generate = _resolved_generate(model)
+    return f"{getattr(generate, '__module__', '?')}.{getattr(generate, '__qualname__', type(generate).__name__)}"
 
 
 def _dropout_active(model: Any) -> bool:

@@ -88,12 +88,15 @@ def trim_padding(batch: dict, *, prompts: bool = True) -> dict:
     return out
 
 
-def group_by_length(chunks: list[dict]) -> list[dict]:
+def group_by_length(chunks: list[dict], *, by_prompt: bool = False) -> list[dict]:
     """TRL's micro-batches of one generation batch (``split_tensor_dict``'s equal chunks) split again by
     completion length: the rows, stably sorted by their number of completion tokens, fill as many micro-batches
     of the same size, so that each micro-batch's rows end near each other (with :func:`trim_padding`, a
-    shorter loss pass). Every per-row entry (a tensor with a first dimension, or a list) moves with its row;
-    0-d tensors and None are the same in every chunk and stay. A multimodal batch is returned as it is."""
+    shorter loss pass). ``by_prompt``: each prompt's rows stay together (prompts in order of their longest row,
+    a prompt's rows shortest first), so that a micro-batch holds whole groups, or a part of one, and the shared
+    prompt pass computes each prompt once per micro-batch. Every per-row entry (a tensor with a first
+    dimension, or a list) moves with its row; 0-d tensors and None are the same in every chunk and stay. A
+    multimodal batch is returned as it is."""
     first = chunks[0]
     if len(chunks) < 2 or any(first.get(key) is not None for key in MULTIMODAL):
         return chunks
@@ -101,7 +104,11 @@ def group_by_length(chunks: list[dict]) -> list[dict]:
     per_row = [key for key, value in first.items() if isinstance(value, list) or (isinstance(value, Tensor) and value.dim() > 0)]
     merged = {key: sum((c[key] for c in chunks), []) if isinstance(first[key], list) else torch.cat([c[key] for c in chunks])
               for key in per_row}
-    order = torch.sort(merged["completion_mask"].sum(1), stable=True).indices  # [N], shortest first
+    lengths = merged["completion_mask"].sum(1)  # [N]
+    order = torch.sort(lengths, stable=True).indices  # [N], shortest first
+    if by_prompt:
+        order = order[torch.sort(_prompt_rank(merged["prompt_ids"], merged["prompt_mask"], lengths)[order],
+                                 stable=True).indices]
     out = []
     for start in range(0, order.numel(), size):
         rows = order[start:start + size]
@@ -111,4 +118,16 @@ def group_by_length(chunks: list[dict]) -> list[dict]:
                           else value.index_select(0, rows.to(value.device)))
         out.append(chunk)
     return out
+
+
+def _prompt_rank(prompt_ids: Tensor, prompt_mask: Tensor, lengths: Tensor) -> Tensor:
+    """``[N]`` each row's prompt's place when the prompts are ordered by their longest completion (ties: in
+    ``torch.unique``'s order of the prompts); rows with the same (unpadded) prompt share it."""
+    prompts = prompt_ids.masked_fill(prompt_mask == 0, -1)  # [N, P], padding ignored
+    _, prompt = torch.unique(prompts, dim=0, return_inverse=True)  # [N]
+    count = int(prompt.max()) + 1
+    longest = torch.zeros(count, dtype=lengths.dtype, device=lengths.device).scatter_reduce(0, prompt, lengths, "amax")
+    rank = torch.empty_like(prompt)
+    rank[torch.sort(longest, stable=True).indices] = torch.arange(count, device=prompt.device)
+    return rank[prompt]
 

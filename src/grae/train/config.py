@@ -142,7 +142,8 @@ class TrainConfig:
     #: TRL's model.generate, drawing the same tokens for the same seed; share_prefill: each prompt prefilled once
     #: for its num_generations copies; rows_leave: rows that have ended leave the batch (neither changes a token);
     #: shared_prompt_pass: the loss's forward and backward compute each group's prompt once
-    #: (grae.engines.trl.prompt_forward: the same log-probs up to float rounding); trim_padding: each loss
+    #: (grae.engines.trl.prompt_forward: the same log-probs up to float rounding; each prompt's rows together in
+    #: micro-batches where the loss allows it; off with trl.beta != 0); trim_padding: each loss
     #: micro-batch runs over its own longest completion, not the generation batch's (the same loss up to float
     #: rounding); group_by_length: rows fill the micro-batches by completion length where the loss does not
     #: depend on the split (same update up to float rounding). GraeTrainer's own default has the last three

@@ -21,7 +21,13 @@ from trl import GRPOTrainer
 
 from grae.advantage import EstimatorLike, check_context_supported
 from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
-from grae.engines.rollouts import RolloutOptions, decoding_generate, rollout_options
+from grae.engines.rollouts import (
+    RolloutOptions,
+    decoding_generate,
+    describe_generate,
+    rollout_options,
+    transformers_generate,
+)
 from grae.engines.rows import group_by_length, trim_padding
 from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
 from grae.engines.trl.estimator import (
@@ -72,11 +78,14 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             sampling (``dynamic=True``) and VADE-style prompt selection (``selection="vade"``).
             Default: TRL's own sampler, unchanged.
         rollouts: :class:`~grae.engines.rollouts.RolloutOptions` (or a dict of its fields): on TRL's plain
-            ``generate`` path, rollouts decode with grae's sampling loop (the same tokens as stock TRL; grouped-query
-            decoding, top-k nucleus, shared prompt prefill, finished rows leaving), and the loss's forward computes
-            each group's prompt once (``shared_prompt_pass``: float rounding differs from TRL's pass), each loss
-            micro-batch cut to its own longest completion (``trim_padding``: likewise). Default: all on but
-            ``shared_prompt_pass`` and ``trim_padding`` (``grae train`` turns them on).
+            ``generate`` path, rollouts decode with grae's sampling loop (the same tokens as stock TRL for the same
+            seed, in float32 and bf16, top-k/top-p ties included; grouped-query decoding, top-k nucleus, shared
+            prompt prefill, finished rows leaving; a ``model.generate`` that is not transformers' own is called
+            instead, as stock TRL calls it), and the loss's forward computes each group's prompt once
+            (``shared_prompt_pass``: float rounding differs from TRL's pass; each prompt's rows fill micro-batches
+            together where the loss allows it; off with ``beta`` != 0), each loss micro-batch cut to its own
+            longest completion (``trim_padding``: likewise). Default: all on but ``shared_prompt_pass``,
+            ``trim_padding`` and ``group_by_length`` (``grae train`` turns them on).
         no_signal_steps: as ``grae train``'s: each logged step without learning signal (no group with a non-zero
             advantage; TRL's ``frac_reward_zero_std == 1`` where grae's advantage masses are not logged) is said at
             INFO on this module's logger, and after this many in a row one WARNING names the likely causes (reward
@@ -104,6 +113,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         **kwargs: Any,
     ):
         self.grae_rollouts = rollout_options(rollouts)
+        #: the one-time notice that model.generate is the user's, not transformers' (it then runs as in stock TRL)
+        self._told_own_generate = False
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
         reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
         #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
@@ -131,11 +142,20 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         self._watch_learning_signal(no_signal_steps)
         self._check_compatible()
         self._map_scale_rewards()
-        #: rollouts.group_by_length where the loss allows it
-        self._group_by_length = self.grae_rollouts.group_by_length and not self._split_dependence()
-        if self.grae_rollouts.group_by_length and not self._group_by_length:
-            logger.warning("rollouts.group_by_length: off for this run; the loss depends on how rows are split into "
-                           "micro-batches (%s), so they keep TRL's random split", "; ".join(self._split_dependence()))
+        #: rollouts.shared_prompt_pass where it keeps the KL term exact: with beta != 0 the reference pass and the
+        #: loss pass must give bitwise-equal log-probs where the weights are equal, so both stay TRL's pass
+        self._shared_prompt_pass = self.grae_rollouts.shared_prompt_pass and self.beta == 0.0
+        if self.grae_rollouts.shared_prompt_pass and not self._shared_prompt_pass:
+            logger.warning("rollouts.shared_prompt_pass: off for this run; with beta=%g the reference and loss passes "
+                           "must give bitwise-equal log-probs (the KL term), so both are TRL's pass", self.beta)
+        #: the generation batch's rows regrouped into micro-batches (rollouts.group_by_length, and each prompt's
+        #: rows together for the shared prompt pass) where the loss does not depend on the split
+        wanted = self.grae_rollouts.group_by_length or self._shared_prompt_pass
+        self._group_by_length = wanted and not self._split_dependence()
+        if wanted and not self._group_by_length:
+            logger.warning("rollouts.group_by_length / shared_prompt_pass: the rows keep TRL's random split into "
+                           "micro-batches for this run; the loss depends on how rows are split (%s)",
+                           "; ".join(self._split_dependence()))
         #: the estimator is TRL's own advantage (:meth:`_is_trl_algorithm`): TRL's tensor trains, as stock
         self.grae_trl_algorithm = self._is_trl_algorithm()
         self._last_rewards_per_func: torch.Tensor | None = None
@@ -185,22 +205,35 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         return self._score_with_estimator(generate(inputs), mode)
 
     def _prepare_inputs(self, generation_batch):
-        """TRL's; with ``rollouts.group_by_length`` a generation batch it has just buffered is split again into
-        micro-batches by completion length (:func:`~grae.engines.rows.group_by_length`)."""
+        """TRL's; with ``rollouts.group_by_length`` or the shared prompt pass a generation batch it has just buffered
+        is split again into micro-batches by completion length, each prompt's rows together for the shared pass
+        (:func:`~grae.engines.rows.group_by_length`)."""
         buffered = self._buffered_inputs
         inputs = super()._prepare_inputs(generation_batch)
         if self._group_by_length and self._buffered_inputs is not buffered:  # TRL generated and buffered anew
-            self._buffered_inputs = group_by_length(self._buffered_inputs)
+            # each prompt's rows together only where the shared pass runs (a checkpointed forward keeps no cache)
+            by_prompt = self._shared_prompt_pass and not self.args.gradient_checkpointing
+            self._buffered_inputs = group_by_length(self._buffered_inputs, by_prompt=by_prompt)
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         return inputs
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's, recording the rollout log-probs where they apply (:meth:`_generate_recording_logps`), its plain
-        ``generate`` path on grae's sampling loop (:func:`~grae.engines.rollouts.decoding_generate`)."""
+        ``generate`` path on grae's sampling loop (:func:`~grae.engines.rollouts.decoding_generate`); a
+        ``model.generate`` that is not transformers' own (the user's, or a test's patch) runs TRL's path unchanged,
+        said once."""
         generate = functools.partial(super()._generate_single_turn, prompt_ids, images, multimodal_fields,
                                      num_generations, has_tool_images)
         plain = not (self.use_vllm or self.use_transformers_continuous_batching)
         model = self.accelerator.unwrap_model(self.model_wrapped)
+        if plain and not transformers_generate(model):  # the user's generate: TRL's path, untouched
+            if not self._told_own_generate:
+                self._told_own_generate = True
+                logger.warning("model.generate is %s, not transformers' GenerationMixin.generate: GraeTrainer's "
+                               "rollouts call it as stock TRL does (no grae decoding, no log-prob recording)",
+                               describe_generate(model))
+            self._generation_logps = None
+            return generate()
         with decoding_generate(model, self.grae_rollouts) if plain else contextlib.nullcontext():
             return self._generate_recording_logps(generate, images, multimodal_fields)
 
@@ -210,7 +243,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         on (:mod:`grae.engines.trl.prompt_forward`: the same log-probs up to float rounding, a shorter pass)."""
         trl = functools.partial(super()._get_per_token_logps_and_entropies, model, logits_to_keep=logits_to_keep,
                                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **model_inputs)
-        if not self.grae_rollouts.shared_prompt_pass or compute_aux_loss or any(v is not None for v in model_inputs.values()):
+        if not self._shared_prompt_pass or compute_aux_loss or any(v is not None for v in model_inputs.values()):
             return trl(input_ids, attention_mask, batch_size=batch_size)
         size = batch_size or input_ids.size(0)  # TRL's row chunks, each shared where it can be
         unwrapped = self.accelerator.unwrap_model(model)
