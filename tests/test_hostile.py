@@ -44,6 +44,8 @@ class Case:
     patch: dict[str, object] = field(default_factory=dict)
     #: called with the test directory before the run (files that are not text)
     setup: Callable[[Path], None] | None = None
+    #: environment variables set (a value) or removed (None) for the run; ``{tmp}`` as in ``args``
+    env: dict[str, str | None] = field(default_factory=dict)
 
 
 def _train(*args: str) -> list[str]:
@@ -62,6 +64,7 @@ COMPARE = ["compare", "{tmp}/study.yaml"]
 GOOD_LINES = '{"question": "1+1?", "answer": "2"}\n{"question": "2+2?", "answer": "4"}\n'
 NOT_AN_OBJECT = {"d.jsonl": '{"question": "1+1?", "answer": "2"}\n\n[1, 2, 3]\n'}
 CONFLICT = {"d.jsonl": GOOD_LINES + '{"question": "  1+1? ", "answer": "3"}\n'}
+DUPLICATE_IDS = {"d.jsonl": '{"id": "a", "question": "1+1?", "answer": "2"}\n{"id": "a", "question": "2+2?", "answer": "4"}\n'}
 LONG_LINE = {"d.jsonl": GOOD_LINES + json.dumps({"question": "x" * 4096, "answer": "1"}) + "\n"}
 
 
@@ -161,9 +164,9 @@ CASES = [
     Case("train a cut model.safetensors", _train("--model", "{tmp}/cut"), 2,
          "model: {tmp}/cut/model.safetensors cannot be read", setup=_cut_model),
     Case("eval --temperature 1e308", _eval("--tasks", "chain_sum", "--temperature", "1e308"), 2,
-         "--temperature must be in [0, 10]"),
+         "--temperature must be 0 (greedy) or in [0.01, 10]"),
     Case("train --temperature 1e308", _train("--temperature", "1e308"), 2, "trl.temperature: must be in (0, 10]"),
-    Case("train --eval.temperature 1e308", _train("--eval.temperature", "1e308"), 2, "eval.temperature: must be in [0, 10]"),
+    Case("train --eval.temperature 1e308", _train("--eval.temperature", "1e308"), 2, "eval.temperature: must be 0 (greedy) or in [0.01, 10]"),
     Case("report on an empty rows file", ["report", "{tmp}/rows.jsonl", "-o", "{tmp}/rep"], 1,
          "{tmp}/rows.jsonl: no sample rows or summaries to report", {"rows.jsonl": ""}),
     Case("passk on an empty rows file", ["passk", "{tmp}/rows.jsonl"], 1, "{tmp}/rows.jsonl: no samples to count",
@@ -211,6 +214,48 @@ CASES = [
     Case("compare malformed YAML", COMPARE, 2, "study.yaml: not valid YAML", {"study.yaml": "methods: [\n"}),
     Case("compare --report-only before any job", [*COMPARE, "--report-only"], 2,
          "--report-only: 2 of 2 jobs have not finished", _study()),
+    # issue 48 §5: edges
+    Case("enumerated TRL key, enum-typed", _train("--lr_scheduler_type", "bogus"), 2,
+         "trl.lr_scheduler_type: 'bogus' is not one of linear, cosine"),
+    Case("recipe dataset_name offline, not cached", ["train", "{tmp}/recipe.yaml", "--output-dir", "{tmp}/run"], 2,
+         "task.name: 'hf:someorg/some-data' reads the hub dataset someorg/some-data, which is not in the cache under "
+         "HF_HOME (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set)", {"recipe.yaml": "dataset_name: someorg/some-data\n"},
+         patch={"huggingface_hub.constants:HF_HUB_OFFLINE": True}),
+    # issue 48 §6: sampling settings that make the probabilities non-finite, refused up front
+    Case("train --temperature 1e-300", _train("--temperature", "1e-300"), 2, "trl.temperature: must be at least 0.01"),
+    Case("train --top_p 1e-300", _train("--top_p", "1e-300"), 2, "trl.top_p: must be at least 1e-06"),
+    Case("train --eval.temperature 0.001", _train("--eval.temperature", "0.001"), 2,
+         "eval.temperature: must be 0 (greedy) or in [0.01, 10]"),
+    Case("train --eval.top_p 1e-300", _train("--eval.top_p", "1e-300"), 2, "eval.top_p: must be in [1e-06, 1]"),
+    Case("eval --temperature 1e-300", _eval("--tasks", "chain_sum", "--temperature", "1e-300"), 2,
+         "--temperature must be 0 (greedy) or in [0.01, 10]"),
+    Case("eval --top-p 1e-300", _eval("--tasks", "chain_sum", "--top-p", "1e-300"), 2, "--top-p must be in [1e-06, 1]"),
+    Case("eval --exact-memory-mb 1e6", _eval("--tasks", "chain_sum", "--task-param", "max_digits=1", "--exact", "--exact-memory-mb", "1e6"), 2,
+         "--exact-memory-mb 1e+06 is more than this machine has free"),
+    # issue 48 §6: data and names
+    Case("eval two files under one task name", _eval("--tasks", "t={tmp}/a.jsonl,t={tmp}/b.jsonl"), 2,
+         "--tasks: t={tmp}/a.jsonl and t={tmp}/b.jsonl are both named 't'",
+         {"a.jsonl": GOOD_LINES, "b.jsonl": '{"question": "3+3?", "answer": "6"}\n'}),
+    Case("eval duplicate ids", _eval("--tasks", "{tmp}/d.jsonl"), 2,
+         "{tmp}/d.jsonl:2: id 'a' again, given to another question at line 1", DUPLICATE_IDS),
+    Case("train duplicate ids", _train("--task.name", "{tmp}/d.jsonl"), 2,
+         "task: {tmp}/d.jsonl:2: id 'a' again, given to another question at line 1", DUPLICATE_IDS),
+    # issue 48 §6: one setting under two names
+    Case("model and model_name_or_path", _train("--model", "tiny", "--model_name_or_path", "tiny"), 2,
+         "model: given twice on the command line, as model and as model_name_or_path"),
+    Case("learning_rate flat and under trl", _train("--learning_rate", "1e-5", "--trl.learning_rate", "2e-5"), 2,
+         "trl.learning_rate: given twice on the command line, as learning_rate and as trl.learning_rate"),
+    Case("trl: {learning_rate} and learning_rate in a file", ["train", "{tmp}/c.yaml", "--output-dir", "{tmp}/run"], 2,
+         "trl.learning_rate: given twice in {tmp}/c.yaml, as trl.learning_rate and as learning_rate",
+         {"c.yaml": "trl: {learning_rate: 1.0e-5}\nlearning_rate: 2.0e-5\n"}),
+    Case("model and model_name_or_path in a file", ["train", "{tmp}/c.yaml", "--output-dir", "{tmp}/run"], 2,
+         "model: given twice in {tmp}/c.yaml, as model and as model_name_or_path",
+         {"c.yaml": "model: tiny\nmodel_name_or_path: tiny\n"}),
+    # issue 48 §6: a tracker that cannot start
+    Case("report_to wandb without a key", _train("--trl.report_to", "wandb"), 2,
+         "trl.report_to: wandb has no API key here", {"netrc": ""},
+         env={"WANDB_API_KEY": None, "WANDB_MODE": None, "NETRC": "{tmp}/netrc"}),
+    Case("reward_timeout 0", _train("--reward_timeout", "0"), 2, "reward_timeout: must be > 0 seconds per sample"),
 ]
 
 
@@ -226,6 +271,11 @@ def test_hostile_input_ends_in_one_line_naming_the_field(tmp_path, monkeypatch, 
     for target, value in case.patch.items():
         module, attribute = target.split(":")
         monkeypatch.setattr(importlib.import_module(module), attribute, value)
+    for name, value in case.env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value.replace("{tmp}", str(tmp_path)))
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
     result = CliRunner().invoke(_app(), args)
     output = result.output

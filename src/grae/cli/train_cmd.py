@@ -103,6 +103,54 @@ def hub_push_unavailable(trl: dict) -> str | None:
     return None
 
 
+def wandb_unavailable(trl: dict) -> str | None:
+    """Why ``trl.report_to: wandb`` would fail when the Trainer is built (no API key, not offline), found before
+    the run directory is claimed: ``WANDB_API_KEY``, a ``wandb login`` (netrc) or ``WANDB_MODE=offline``."""
+    import netrc
+    from urllib.parse import urlparse
+
+    names = trl.get("report_to")
+    names = [names] if isinstance(names, str) else list(names or [])
+    if "wandb" not in names:
+        return None
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
+        return None
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        if netrc.netrc(os.environ.get("NETRC")).authenticators(host):
+            return None
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return ("trl.report_to: wandb has no API key here (no WANDB_API_KEY, no `wandb login`); log in, set WANDB_API_KEY, "
+            "or log offline with WANDB_MODE=offline (wandb sync later)")
+
+
+def dataset_unavailable(task_name: str, task_params: dict) -> str | None:
+    """Why a hub dataset task (a recipe's ``dataset_name``, ``hf:ORG/NAME``, a registered hub task) cannot be read,
+    found in a few seconds: not in the local caches and the hub offline or unreachable."""
+    from grae.data import get_task
+    from grae.data.hub import HubTask, hub_cached
+
+    try:
+        task = get_task(task_name, **task_params)
+    except Exception:  # noqa: BLE001 - validated already; the loader says what is wrong
+        return None
+    if not isinstance(task, HubTask):
+        return None
+    missing = [s.path for s in (task.train_source, task.heldout_source) if s is not None and not hub_cached(s.path)]
+    if not missing:
+        return None
+    from huggingface_hub.constants import HF_HUB_OFFLINE
+
+    offline = HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    reason = "HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set" if offline else _hub_unreachable()
+    if reason is None:
+        return None
+    return (f"task.name: {task_name!r} reads the hub dataset {missing[0]}, which is not in the cache under HF_HOME "
+            f"({reason}); download it where the hub is reachable (the same HF_HOME), or save its rows as JSONL and "
+            "train on local:PATH (hf:ORG/NAME reads a cached hub copy)")
+
+
 def vllm_unavailable(trl: dict) -> str | None:
     """Why ``trl.use_vllm`` cannot generate here (vLLM not installed), found before the model loads; TRL would
     find out when it builds the trainer, after the model and the data load."""
@@ -153,7 +201,8 @@ def _dry_run(console, cfg) -> None:
 
     for what, value in plan_lines(cfg):
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
-    for note in filter(None, [model_unavailable(cfg.model), hub_push_unavailable(cfg.trl), vllm_unavailable(cfg.trl)]):
+    for note in filter(None, [model_unavailable(cfg.model), dataset_unavailable(cfg.task.name, cfg.task.params),
+                              hub_push_unavailable(cfg.trl), wandb_unavailable(cfg.trl), vllm_unavailable(cfg.trl)]):
         console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
                       soft_wrap=True)
     console.print("dry run: the config is valid; nothing was downloaded, loaded, trained or written", highlight=False)
@@ -230,7 +279,8 @@ def register(app: typer.Typer) -> None:
         from grae.train.checkpoints import weights_problem
 
         why = (model_unavailable(cfg.model) or weights_problem(cfg.model) or hub_push_unavailable(cfg.trl)
-               or vllm_unavailable(cfg.trl))
+               or vllm_unavailable(cfg.trl) or wandb_unavailable(cfg.trl)
+               or dataset_unavailable(cfg.task.name, cfg.task.params))
         if why:
             error(console, "config error", why)
             raise typer.Exit(2)
