@@ -430,3 +430,78 @@ def test_trls_all_none_warning_is_held_back_until_grae_decides(caplog):
         assert [r.getMessage() for r in caplog.records] == ["something else"] and len(held) == 1
         logger.warning("[RANK 0] All reward functions returned None again")  # the filter is gone afterwards
     assert len(caplog.records) == 2
+
+
+def _stoppable_job(job_dir: Path) -> list[str]:
+    """A stand-in for a job's ``grae train``: holds the job folder's lock as grae train does, says its pid, and on
+    SIGINT/SIGTERM writes ``stopped`` (its checkpoint) and exits 128 + the signal."""
+    import sys
+
+    script = ("import fcntl, os, pathlib, signal, sys, time\n"
+              f"d = pathlib.Path({str(job_dir)!r}); lock = open(d / '.grae.lock', 'a')\n"
+              "fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+              "def stop(sig, frame):\n"
+              "    (d / 'stopped').write_text(str(sig)); sys.exit(128 + sig)\n"
+              "signal.signal(signal.SIGINT, stop); signal.signal(signal.SIGTERM, stop)\n"
+              "(d / 'pid').write_text(str(os.getpid()))\n"
+              "time.sleep(60)\n")
+    return [sys.executable, "-c", script]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_compare_sitting_as_a_whole(tmp_path, monkeypatch, signum):
+    """Issue 48 §6: Ctrl-C or SIGTERM to grae compare stops the sitting, not one job: the running job is passed
+    the signal once (it checkpoints and exits), no further job starts, compare waits for it and exits 130/143 in
+    one line; no job process is left holding its folder, so an immediate rerun runs both jobs (none "in use")."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from grae.compare import runner
+
+    sig = getattr(signal, signum)
+    ran: list[str] = []
+    stop = threading.Event()
+
+    def stoppable(job, config_path):
+        ran.append(job.method)
+        return _stoppable_job(job.output_dir)
+
+    def send_when_running():
+        pid = tmp_path / "study" / "jobs" / "grpo" / "seed0" / "pid"
+        while not pid.exists() and not stop.is_set():
+            time.sleep(0.05)
+        if pid.exists():
+            os.kill(os.getpid(), sig)
+
+    monkeypatch.setattr(runner, "job_command", stoppable)
+    (tmp_path / "study.yaml").write_text(_study()["study.yaml"].replace("{tmp}", str(tmp_path)))
+    sender = threading.Thread(target=send_when_running)
+    sender.start()
+    try:
+        result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+    finally:
+        stop.set()
+        sender.join()
+    job = tmp_path / "study" / "jobs" / "grpo" / "seed0"
+    assert result.exit_code == {"SIGINT": 130, "SIGTERM": 143}[signum], (result.output, result.exception)
+    last = " ".join(result.output.strip().splitlines()[-1].split())
+    assert last.startswith(f"interrupted: {signum}: the sitting stopped as a whole, 1 running job (grpo/seed0) "
+                           "stopped"), result.output
+    assert ran == ["grpo"] and (job / "stopped").read_text() == str(int(sig)), "the job got the signal once, rloo never ran"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((job / "pid").read_text()), 0)  # no job process outlives the sitting
+
+    def finishing(job, config_path):
+        ran.append(job.method)
+        summary = job.output_dir / "eval" / "summary.json"
+        return [sys.executable, "-c", f"import pathlib; p = pathlib.Path({str(summary)!r}); "
+                                      "p.parent.mkdir(parents=True, exist_ok=True); p.write_text('{}')"]
+
+    ran.clear()
+    monkeypatch.setattr(runner, "job_command", finishing)
+    result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+    assert ran == ["grpo", "rloo"] and "FAILED" not in result.output and "in use" not in result.output, result.output
