@@ -214,6 +214,13 @@ CASES = [
     Case("compare malformed YAML", COMPARE, 2, "study.yaml: not valid YAML", {"study.yaml": "methods: [\n"}),
     Case("compare --report-only before any job", [*COMPARE, "--report-only"], 2,
          "--report-only: 2 of 2 jobs have not finished", _study()),
+    # issue 48 §6: compare method names that share a job folder
+    Case("compare methods a/b and a_b", COMPARE, 2, "methods: 'a/b' and 'a_b' would share the job folder jobs/a_b/",
+         _study(methods="{a/b: {estimator: grpo}, a_b: {estimator: rloo}}", baseline="a/b")),
+    Case("compare method named '.'", COMPARE, 2, "methods: '.' names no folder of its own",
+         _study(methods="{'.': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
+    Case("compare method named ''", COMPARE, 2, "methods: '' names no folder of its own",
+         _study(methods="{'': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
     # issue 48 §5: edges
     Case("enumerated TRL key, enum-typed", _train("--lr_scheduler_type", "bogus"), 2,
          "trl.lr_scheduler_type: 'bogus' is not one of linear, cosine"),
