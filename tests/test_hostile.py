@@ -79,6 +79,23 @@ def _cut_model(tmp: Path) -> None:
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
 
+def _tampered_summary(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """A setup writing ``summary.json``: a committed compare report's (gate_r4, exact) with ``change`` applied to
+    its ``results`` table."""
+    def setup(tmp: Path) -> None:
+        data = json.loads((Path(__file__).parents[1] / "studies" / "reports" / "gate_r4" / "summary.json").read_text())
+        change(data["results"])
+        (tmp / "summary.json").write_text(json.dumps(data))
+    return setup
+
+
+def _first_final(table: dict) -> dict:
+    return next(iter(next(iter(table["jobs"].values())).values()))["final"]
+
+
+REPORT_ONLY = ["compare", "{tmp}/summary.json", "--report-only", "-o", "{tmp}/again"]
+
+
 def _eval(*args: str) -> list[str]:
     return ["eval", "tiny", *args, "--n", "2", "--max-tokens", "2", "-o", "{tmp}/ev"]
 
@@ -221,6 +238,17 @@ CASES = [
          _study(methods="{'.': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
     Case("compare method named ''", COMPARE, 2, "methods: '' names no folder of its own",
          _study(methods="{'': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
+    # issue 48 §6: grae compare SUMMARY.json --report-only checks the table it renders
+    Case("report-only a NaN p", REPORT_ONLY, 2, "{tmp}/summary.json: results.jobs.grpo_lr2e-5.200.final.p: expected finite "
+         "numbers, got nan", setup=_tampered_summary(lambda t: _first_final(t)["p"].__setitem__(0, float("nan")))),
+    Case("report-only a p above 1", REPORT_ONLY, 2, "results.jobs.grpo_lr2e-5.200.final.p: a probability is in [0, 1], got 2.0",
+         setup=_tampered_summary(lambda t: _first_final(t)["p"].__setitem__(0, 2.0))),
+    Case("report-only a count list cut short", REPORT_ONLY, 2, "results.jobs.grpo_lr2e-5.200.final.mass: 1 values for",
+         setup=_tampered_summary(lambda t: _first_final(t).__setitem__("mass", [0.5]))),
+    Case("report-only a table without jobs", REPORT_ONLY, 2, "results: not a table grae compare wrote (missing 'jobs')",
+         setup=_tampered_summary(lambda t: t.pop("jobs"))),
+    Case("report-only jobs that are a list", REPORT_ONLY, 2, "results: not a table grae compare wrote",
+         setup=_tampered_summary(lambda t: t.__setitem__("jobs", [1, 2]))),
     # issue 48 §5: edges
     Case("enumerated TRL key, enum-typed", _train("--lr_scheduler_type", "bogus"), 2,
          "trl.lr_scheduler_type: 'bogus' is not one of linear, cosine"),
