@@ -540,3 +540,47 @@ def test_a_signal_stops_the_compare_sitting_as_a_whole(tmp_path, monkeypatch, si
     monkeypatch.setattr(runner, "job_command", finishing)
     result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
     assert ran == ["grpo", "rloo"] and "FAILED" not in result.output and "in use" not in result.output, result.output
+
+
+def _tiny_run(tmp_path: Path, name: str, *args: str):
+    """One tiny training step (16 completions, no held-out evaluation) through the CLI, in-process."""
+    small = ["--max-steps", "1", "--eval.enabled", "false", "--no-progress", "--task.train_size", "16",
+             "--trl.per_device_train_batch_size", "16", "--output-dir", str(tmp_path / name)]
+    return CliRunner().invoke(_app(), ["train", *small, *args])
+
+
+def test_scale_rewards_none_trains_a_scale_estimator_on_its_unscaled_advantage(tmp_path):
+    """Issue 48 §6: ``--trl.scale_rewards none`` with an estimator that has ``scale`` (grpo, agrae, …) is TRL's
+    Dr. GRPO setting: --dry-run called it valid and the run refused it after claiming the directory. The rule
+    (documented in grae.engines.trl): scale_rewards is the estimator's scale, in grae train as in GraeTrainer."""
+    from grae.engines.trl import scale_from_trl
+
+    assert scale_from_trl({"scale": "group", "eps": 1e-6}, {}, "none", "sum_then_normalize") == {"scale": "none"}
+    assert scale_from_trl({"scale": "group"}, {}, "group", "sum_then_normalize") == {}
+    assert scale_from_trl({"scale": "group"}, {"scale": "group"}, "none", "sum_then_normalize") == {}  # refused earlier
+    assert scale_from_trl({"scale": "group"}, {}, "group", "normalize_then_sum") == {"scale": "batch"}
+    assert scale_from_trl({"eps": 1e-6}, {}, "none", "sum_then_normalize") == {}  # no scale: refused by validate
+    result = _tiny_run(tmp_path, "run", "--estimator", "grpo", "--trl.scale_rewards", "none")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert (tmp_path / "run" / "final" / "config.json").exists()
+
+
+def test_a_reward_that_exits_or_hangs_ends_the_run_in_one_line(tmp_path, monkeypatch):
+    """Issue 48 §6: a reward function calling ``sys.exit(0)`` ended the run with exit 0 and no final/; one that
+    never returns hung grae train (GraeTrainer's reward_timeout was not exposed). Now both are the reward's
+    failure: on every sample, exit 1 with the RewardFunctionError line naming it; nothing is written as final."""
+    (tmp_path / "hostile_exit.py").write_text(
+        "import sys, time\n"
+        "def leaves(prompts, completions, **kwargs):\n    sys.exit(0)\n"
+        "def hangs(prompts, completions, **kwargs):\n    time.sleep(3600)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, args, why in [("exits", ["--reward_funcs", "hostile_exit:leaves"], "SystemExit: 0"),
+                            ("hangs", ["--reward_funcs", "hostile_exit:hangs", "--reward_timeout", "0.05"],
+                             "(16 timed out); first failure: timed out after 0.05s")]:
+        result = _tiny_run(tmp_path, name, *args)
+        lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("grae train:")]
+        assert result.exit_code == 1 and lines, (name, result.output, result.exception)
+        first = " ".join(" ".join(lines).split())
+        assert first.startswith("error: reward function ") and "failed on all 16 samples" in first, (name, first)
+        assert why in first, (name, first)
+        assert not (tmp_path / name / "final").exists()
