@@ -584,3 +584,141 @@ def test_a_reward_that_exits_or_hangs_ends_the_run_in_one_line(tmp_path, monkeyp
         assert first.startswith("error: reward function ") and "failed on all 16 samples" in first, (name, first)
         assert why in first, (name, first)
         assert not (tmp_path / name / "final").exists()
+
+
+# ---- studies/study_rows.py: every archive checked before anything is written (issue 48 §6) ----------------
+def _study_rows():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "study_rows.py"
+    spec = importlib.util.spec_from_file_location("study_rows", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tar(members: list[tuple[str, bytes | None, str | None]]) -> bytes:
+    """A .tgz of ``(name, data, link target)`` members (a link when the target is given)."""
+    import gzip
+    import io
+    import tarfile
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue())
+
+
+def _rows_study(tmp: Path, with_eval: bool = True):
+    import yaml
+
+    from grae.compare.grid import load_compare_config
+    from grae.train.config import to_dict
+
+    study = {"base": "regime2", "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}}, "seeds": [5],
+             "baseline": "grpo", "output_dir": str(tmp / "runs" / "s"), "frontier": [],
+             **({"eval": {"exact": True, "num_problems": 96}} if with_eval else {})}
+    path = tmp / "studies" / "design" / "s.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(study))
+    cfg = load_compare_config(path)
+    job = cfg.jobs()[0]
+    good = {"job.yaml": yaml.safe_dump(to_dict(cfg.train_config(job))).encode(), "config.yaml": b"x: 1\n",
+            "run.json": b"{}", "metrics.jsonl": b'{"step": 1}\n', "eval/summary.json": b"{}"}
+    return cfg, job, good
+
+
+def _other_config(good: dict[str, bytes]) -> dict[str, bytes]:
+    import yaml
+
+    return {**good, "job.yaml": yaml.safe_dump({**yaml.safe_load(good["job.yaml"]), "max_steps": 7}).encode()}
+
+
+UNPACK_CASES = {
+    "another configuration": (lambda g: _tar([(k, v, None) for k, v in _other_config(g).items()]),
+                              "packed from another configuration of this job (max_steps: 7"),
+    "cut in half": (lambda g: (lambda b: b[: len(b) // 2])(_tar([(k, v, None) for k, v in g.items()])),
+                    "cannot be read whole"),
+    "a symlink": (lambda g: _tar([*[(k, v, None) for k, v in g.items() if k != "run.json"], ("run.json", None, "/etc/passwd")]),
+                  "unexpected member 'run.json' (a link"),
+    "a ../ member": (lambda g: _tar([*[(k, v, None) for k, v in g.items()], ("eval/../../escape.json", b"{}", None)]),
+                     "unexpected member 'eval/../../escape.json'"),
+    "rows that do not parse": (lambda g: _tar([(k, b"not json\n" if k == "metrics.jsonl" else v, None) for k, v in g.items()]),
+                               "metrics.jsonl does not parse"),
+    "a file it does not carry": (lambda g: _tar([*[(k, v, None) for k, v in g.items()], ("final/model.safetensors", b"w", None)]),
+                                 "unexpected member 'final/model.safetensors'"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNPACK_CASES))
+def test_unpack_checks_every_archive_before_writing_anything(tmp_path, capsys, case):
+    """Each bad archive: one line naming it (exit 2); nothing written — not the study's archive either, and the
+    unfinished job already in the folder keeps its run.json and metrics.jsonl byte for byte."""
+    rows = _study_rows()
+    cfg, job, good = _rows_study(tmp_path)
+    make, line = UNPACK_CASES[case]
+    target = tmp_path / "studies" / "rows" / "s"
+    target.mkdir(parents=True)
+    (target / "study.tgz").write_bytes(_tar([("invocations.jsonl", b'{"wall_seconds": 1}\n', None)]))
+    (target / "grpo-seed5.tgz").write_bytes(make(good))
+    from grae.train.config import to_dict
+    from grae.train.rundir import claim, release
+
+    claim(job.output_dir, to_dict(cfg.train_config(job)), resume=False, overwrite=False)  # an unfinished run here
+    release(job.output_dir)
+    (job.output_dir / "metrics.jsonl").write_text('{"step": 1, "mine": true}\n')
+    before = sorted((p.relative_to(tmp_path), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file())
+    code = rows.main(["unpack", str(tmp_path / "studies" / "design" / "s.yaml"), "--rows", str(tmp_path / "studies" / "rows")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {target / 'grpo-seed5.tgz'}: ") and line in err[0], err
+    assert sorted((p.relative_to(tmp_path), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()) == before
+    assert not (tmp_path / "escape.json").exists()
+
+
+def test_unpack_never_overwrites_a_run_of_another_configuration(tmp_path, capsys):
+    """A good archive, but the job folder holds an unfinished run of another configuration: refused, untouched;
+    the folder of an unfinished run of the same job is completed, as documented. (The study's loader refuses the
+    folder first; ``check_job_folder`` refuses it again for a caller of ``unpack`` itself.)"""
+    from grae.train.config import to_dict
+    from grae.train.rundir import claim, release
+
+    rows = _study_rows()
+    cfg, job, good = _rows_study(tmp_path)
+    target = tmp_path / "studies" / "rows" / "s"
+    target.mkdir(parents=True)
+    (target / "grpo-seed5.tgz").write_bytes(_tar([(k, v, None) for k, v in good.items()]))
+    config = to_dict(cfg.train_config(job))
+    claim(job.output_dir, {**config, "seed": 9}, resume=False, overwrite=False)
+    release(job.output_dir)
+    record = (job.output_dir / "run.json").read_bytes()
+    args = ["unpack", str(tmp_path / "studies" / "design" / "s.yaml"), "--rows", str(tmp_path / "studies" / "rows")]
+    assert rows.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: method 'grpo' seed 5: ") and "with a different config (seed: 9 → 5)" in err, err
+    assert (job.output_dir / "run.json").read_bytes() == record and not (job.output_dir / "eval").exists()
+    with pytest.raises(rows.RowsError, match="holds a run of another configuration"):
+        rows.check_job_folder(job.output_dir, config)
+    import shutil
+
+    shutil.rmtree(job.output_dir)
+    claim(job.output_dir, config, resume=False, overwrite=False)  # an unfinished run of this very job
+    release(job.output_dir)
+    assert rows.main(args) == 0 and job.done
+
+
+def test_pack_refuses_a_study_whose_report_reads_sample_rows(tmp_path, capsys):
+    """A study without a study-level eval: reads each job's eval/after.jsonl, which archives do not carry: pack
+    refuses it in one line rather than packing jobs that count as finished and cannot render."""
+    rows = _study_rows()
+    _rows_study(tmp_path, with_eval=False)
+    code = rows.main(["pack", str(tmp_path / "studies" / "design" / "s.yaml"), "--rows", str(tmp_path / "studies" / "rows")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no study-level eval:, so the report reads each job's sample rows" in err[0]
+    assert not (tmp_path / "studies" / "rows").exists()
