@@ -139,8 +139,9 @@ def test_unlikeliness_gives_a_one_sample_group_zero_where_the_release_gives_r():
     for rewards, groups, logp in [([1.0, 0.0, 1.0], [0, 1, 2], [-0.5, -1.0, -2.0]),  # groups of one
                                   ([1.0, nan, nan, 0.0, 1.0], [0, 0, 0, 1, 1], [-0.5, -0.1, -0.2, -1.0, -2.0])]:
         out = estimator(torch.tensor(rewards), torch.tensor(groups), context={"logprob_mean": torch.tensor(logp)})
-        singles = [i for i, g in enumerate(groups) if sum(1 for j, h in enumerate(groups) if h == g and rewards[j] == rewards[j]) == 1
-                   and rewards[i] == rewards[i]]
+        valid = [r == r for r in rewards]  # NaN != NaN
+        singles = [i for i, g in enumerate(groups)
+                   if valid[i] and sum(valid[j] for j, h in enumerate(groups) if h == g) == 1]
         assert singles and all(out.advantages[i] == 0 for i in singles), (rewards, out.advantages)
         assert all(_release_singleton_advantage(rewards[i]) != 0 for i in singles if rewards[i] > 0)
     mixed = estimator(torch.tensor([1.0, nan, nan, 0.0, 1.0]), torch.tensor([0, 0, 0, 1, 1]),

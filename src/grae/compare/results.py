@@ -284,7 +284,8 @@ def counts_from_json(record: dict[str, Any], problems: list[str], where: str = "
         p, mass = (_numbers(where, key, record[key], len(ids)) for key in ("p", "mass"))
         for key, values in (("p", p), ("mass", mass)):
             if ((values < 0) | (values > 1 + 1e-9)).any():
-                raise ValueError(f"{where}.{key}: a probability is in [0, 1], got {float(values[(values < 0) | (values > 1 + 1e-9)][0])!r}")
+                outside = values[(values < 0) | (values > 1 + 1e-9)]
+                raise ValueError(f"{where}.{key}: a probability is in [0, 1], got {float(outside[0])!r}")
         return ProblemCounts(list(ids), n, p * n, p=p, mass=mass)
     c = _numbers(where, "c", record["c"], len(ids), integer=True)
     if ((c < 0) | (c > n)).any():

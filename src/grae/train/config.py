@@ -458,9 +458,7 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
         raise ConfigError(f"eval: n and num_problems must be >= 1, got n={cfg.eval.n}, num_problems={cfg.eval.num_problems}")
-    from grae.eval.backends import MAX_TEMPERATURE
-
-    from grae.eval.backends import MIN_TEMPERATURE, MIN_TOP_P
+    from grae.eval.backends import MAX_TEMPERATURE, MIN_TEMPERATURE, MIN_TOP_P
 
     e = cfg.eval
     for name, bad, rule in [("eval.temperature", not (e.temperature == 0 or MIN_TEMPERATURE <= e.temperature <= MAX_TEMPERATURE),
