@@ -123,6 +123,32 @@ def test_singleton_groups_get_zero_for_centred_estimators():
         assert get_estimator(name)(r, g).advantages.abs().max() == 0, name
 
 
+def _release_singleton_advantage(reward: float, eps: float = 1e-6) -> float:
+    """The unlikeliness release's (verl's ``compute_grpo_outcome_advantage``) advantage of a one-sample group,
+    written from its rule: such a group's mean is taken as 0 and its std as 1; the sample's rank is 0 (factor 1)."""
+    return (reward - 0.0) / (1.0 + eps)
+
+
+def test_unlikeliness_gives_a_one_sample_group_zero_where_the_release_gives_r():
+    """Issue 48 §5, a documented departure (grae/advantage/unlikeliness.py): a group with one valid sample — a
+    group of one, or NaN rewards leaving one — has no group-relative baseline, so grae gives it advantage 0 (every
+    mean-centred estimator's rule); the release, like verl's GRPO, gives (r − 0)/(1 + ε) = 0.999999 for r = 1."""
+    assert _release_singleton_advantage(1.0) == pytest.approx(0.999999, abs=1e-11)  # 1 / (1 + 1e-6)
+    estimator = get_estimator("unlikeliness")
+    nan = float("nan")
+    for rewards, groups, logp in [([1.0, 0.0, 1.0], [0, 1, 2], [-0.5, -1.0, -2.0]),  # groups of one
+                                  ([1.0, nan, nan, 0.0, 1.0], [0, 0, 0, 1, 1], [-0.5, -0.1, -0.2, -1.0, -2.0])]:
+        out = estimator(torch.tensor(rewards), torch.tensor(groups), context={"logprob_mean": torch.tensor(logp)})
+        valid = [r == r for r in rewards]  # NaN != NaN
+        singles = [i for i, g in enumerate(groups)
+                   if valid[i] and sum(valid[j] for j, h in enumerate(groups) if h == g) == 1]
+        assert singles and all(out.advantages[i] == 0 for i in singles), (rewards, out.advantages)
+        assert all(_release_singleton_advantage(rewards[i]) != 0 for i in singles if rewards[i] > 0)
+    mixed = estimator(torch.tensor([1.0, nan, nan, 0.0, 1.0]), torch.tensor([0, 0, 0, 1, 1]),
+                      context={"logprob_mean": torch.tensor([-0.5, -0.1, -0.2, -1.0, -2.0])}).advantages
+    assert mixed[3] < 0 < mixed[4]  # the group with two valid samples still learns
+
+
 @pytest.mark.parametrize("rewards,group_ids,match", [
     (torch.tensor([1.0, float("inf")]), torch.tensor([0, 0]), "rewards: contain ±inf"),
     (torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.long), "rewards: expected a 1-D"),

@@ -38,7 +38,7 @@ def fake_training(monkeypatch) -> list[str]:
         ran.append(f"{job_dir.parent.name}/{job_dir.name}")
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr(runner.subprocess, "run", finish)
+    monkeypatch.setattr(runner.JobProcesses, "run", lambda self, command, **kwargs: finish(command, **kwargs).returncode)
     return ran
 
 
@@ -92,14 +92,14 @@ def test_a_sitting_that_fails_still_records_the_jobs_it_finished(tmp_path, monke
     record of the others, which the report's budget counts (grae.compare.report.invocations_line)."""
     study = write_study(tmp_path)
     ran = fake_training(monkeypatch)
-    finish = runner.subprocess.run
+    finish = runner.JobProcesses.run
 
-    def fail_nsr(command, **kwargs):
+    def fail_nsr(self, command, **kwargs):
         if "/nsr/" in command[4]:
-            return subprocess.CompletedProcess(command, 1)
-        return finish(command, **kwargs)
+            return 1
+        return finish(self, command, **kwargs)
 
-    monkeypatch.setattr(runner.subprocess, "run", fail_nsr)
+    monkeypatch.setattr(runner.JobProcesses, "run", fail_nsr)
     app = typer.Typer()
     compare_cmd.register(app)
     app.command("noop")(lambda: None)

@@ -44,6 +44,8 @@ class Case:
     patch: dict[str, object] = field(default_factory=dict)
     #: called with the test directory before the run (files that are not text)
     setup: Callable[[Path], None] | None = None
+    #: environment variables set (a value) or removed (None) for the run; ``{tmp}`` as in ``args``
+    env: dict[str, str | None] = field(default_factory=dict)
 
 
 def _train(*args: str) -> list[str]:
@@ -62,6 +64,7 @@ COMPARE = ["compare", "{tmp}/study.yaml"]
 GOOD_LINES = '{"question": "1+1?", "answer": "2"}\n{"question": "2+2?", "answer": "4"}\n'
 NOT_AN_OBJECT = {"d.jsonl": '{"question": "1+1?", "answer": "2"}\n\n[1, 2, 3]\n'}
 CONFLICT = {"d.jsonl": GOOD_LINES + '{"question": "  1+1? ", "answer": "3"}\n'}
+DUPLICATE_IDS = {"d.jsonl": '{"id": "a", "question": "1+1?", "answer": "2"}\n{"id": "a", "question": "2+2?", "answer": "4"}\n'}
 LONG_LINE = {"d.jsonl": GOOD_LINES + json.dumps({"question": "x" * 4096, "answer": "1"}) + "\n"}
 
 
@@ -74,6 +77,23 @@ def _cut_model(tmp: Path) -> None:
     shutil.copytree(tiny_model_path(), tmp / "cut")
     weights = tmp / "cut" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def _tampered_summary(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """A setup writing ``summary.json``: a committed compare report's (gate_r4, exact) with ``change`` applied to
+    its ``results`` table."""
+    def setup(tmp: Path) -> None:
+        data = json.loads((Path(__file__).parents[1] / "studies" / "reports" / "gate_r4" / "summary.json").read_text())
+        change(data["results"])
+        (tmp / "summary.json").write_text(json.dumps(data))
+    return setup
+
+
+def _first_final(table: dict) -> dict:
+    return next(iter(next(iter(table["jobs"].values())).values()))["final"]
+
+
+REPORT_ONLY = ["compare", "{tmp}/summary.json", "--report-only", "-o", "{tmp}/again"]
 
 
 def _eval(*args: str) -> list[str]:
@@ -161,9 +181,10 @@ CASES = [
     Case("train a cut model.safetensors", _train("--model", "{tmp}/cut"), 2,
          "model: {tmp}/cut/model.safetensors cannot be read", setup=_cut_model),
     Case("eval --temperature 1e308", _eval("--tasks", "chain_sum", "--temperature", "1e308"), 2,
-         "--temperature must be in [0, 10]"),
+         "--temperature must be 0 (greedy) or in [0.01, 10]"),
     Case("train --temperature 1e308", _train("--temperature", "1e308"), 2, "trl.temperature: must be in (0, 10]"),
-    Case("train --eval.temperature 1e308", _train("--eval.temperature", "1e308"), 2, "eval.temperature: must be in [0, 10]"),
+    Case("train --eval.temperature 1e308", _train("--eval.temperature", "1e308"), 2,
+         "eval.temperature: must be 0 (greedy) or in [0.01, 10]"),
     Case("report on an empty rows file", ["report", "{tmp}/rows.jsonl", "-o", "{tmp}/rep"], 1,
          "{tmp}/rows.jsonl: no sample rows or summaries to report", {"rows.jsonl": ""}),
     Case("passk on an empty rows file", ["passk", "{tmp}/rows.jsonl"], 1, "{tmp}/rows.jsonl: no samples to count",
@@ -211,6 +232,67 @@ CASES = [
     Case("compare malformed YAML", COMPARE, 2, "study.yaml: not valid YAML", {"study.yaml": "methods: [\n"}),
     Case("compare --report-only before any job", [*COMPARE, "--report-only"], 2,
          "--report-only: 2 of 2 jobs have not finished", _study()),
+    # issue 48 §6: compare method names that share a job folder
+    Case("compare methods a/b and a_b", COMPARE, 2, "methods: 'a/b' and 'a_b' would share the job folder jobs/a_b/",
+         _study(methods="{a/b: {estimator: grpo}, a_b: {estimator: rloo}}", baseline="a/b")),
+    Case("compare method named '.'", COMPARE, 2, "methods: '.' names no folder of its own",
+         _study(methods="{'.': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
+    Case("compare method named ''", COMPARE, 2, "methods: '' names no folder of its own",
+         _study(methods="{'': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
+    # issue 48 §6: grae compare SUMMARY.json --report-only checks the table it renders
+    Case("report-only a NaN p", REPORT_ONLY, 2, "{tmp}/summary.json: results.jobs.grpo_lr2e-5.200.final.p: expected finite "
+         "numbers, got nan", setup=_tampered_summary(lambda t: _first_final(t)["p"].__setitem__(0, float("nan")))),
+    Case("report-only a p above 1", REPORT_ONLY, 2, "results.jobs.grpo_lr2e-5.200.final.p: a probability is in [0, 1], got 2.0",
+         setup=_tampered_summary(lambda t: _first_final(t)["p"].__setitem__(0, 2.0))),
+    Case("report-only a count list cut short", REPORT_ONLY, 2, "results.jobs.grpo_lr2e-5.200.final.mass: 1 values for",
+         setup=_tampered_summary(lambda t: _first_final(t).__setitem__("mass", [0.5]))),
+    Case("report-only a table without jobs", REPORT_ONLY, 2, "results: not a table grae compare wrote (missing 'jobs')",
+         setup=_tampered_summary(lambda t: t.pop("jobs"))),
+    Case("report-only jobs that are a list", REPORT_ONLY, 2, "results: not a table grae compare wrote",
+         setup=_tampered_summary(lambda t: t.__setitem__("jobs", [1, 2]))),
+    # issue 48 §5: edges
+    Case("enumerated TRL key, enum-typed", _train("--lr_scheduler_type", "bogus"), 2,
+         "trl.lr_scheduler_type: 'bogus' is not one of linear, cosine"),
+    Case("recipe dataset_name offline, not cached", ["train", "{tmp}/recipe.yaml", "--output-dir", "{tmp}/run"], 2,
+         "task.name: 'hf:someorg/some-data' reads the hub dataset someorg/some-data, which is not in the cache under "
+         "HF_HOME (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set)", {"recipe.yaml": "dataset_name: someorg/some-data\n"},
+         patch={"huggingface_hub.constants:HF_HUB_OFFLINE": True}),
+    # issue 48 §6: sampling settings that make the probabilities non-finite, refused up front
+    Case("train --temperature 1e-300", _train("--temperature", "1e-300"), 2, "trl.temperature: must be at least 0.01"),
+    Case("train --top_p 1e-300", _train("--top_p", "1e-300"), 2, "trl.top_p: must be at least 1e-06"),
+    Case("train --eval.temperature 0.001", _train("--eval.temperature", "0.001"), 2,
+         "eval.temperature: must be 0 (greedy) or in [0.01, 10]"),
+    Case("train --eval.top_p 1e-300", _train("--eval.top_p", "1e-300"), 2, "eval.top_p: must be in [1e-06, 1]"),
+    Case("eval --temperature 1e-300", _eval("--tasks", "chain_sum", "--temperature", "1e-300"), 2,
+         "--temperature must be 0 (greedy) or in [0.01, 10]"),
+    Case("eval --top-p 1e-300", _eval("--tasks", "chain_sum", "--top-p", "1e-300"), 2, "--top-p must be in [1e-06, 1]"),
+    Case("eval --exact-memory-mb 1e6",
+         _eval("--tasks", "chain_sum", "--task-param", "max_digits=1", "--exact", "--exact-memory-mb", "1e6"), 2,
+         "--exact-memory-mb 1e+06 is more than this machine has free"),
+    # issue 48 §6: data and names
+    Case("eval two files under one task name", _eval("--tasks", "t={tmp}/a.jsonl,t={tmp}/b.jsonl"), 2,
+         "--tasks: t={tmp}/a.jsonl and t={tmp}/b.jsonl are both named 't'",
+         {"a.jsonl": GOOD_LINES, "b.jsonl": '{"question": "3+3?", "answer": "6"}\n'}),
+    Case("eval duplicate ids", _eval("--tasks", "{tmp}/d.jsonl"), 2,
+         "{tmp}/d.jsonl:2: id 'a' again, given to another question at line 1", DUPLICATE_IDS),
+    Case("train duplicate ids", _train("--task.name", "{tmp}/d.jsonl"), 2,
+         "task: {tmp}/d.jsonl:2: id 'a' again, given to another question at line 1", DUPLICATE_IDS),
+    # issue 48 §6: one setting under two names
+    Case("model and model_name_or_path", _train("--model", "tiny", "--model_name_or_path", "tiny"), 2,
+         "model: given twice on the command line, as model and as model_name_or_path"),
+    Case("learning_rate flat and under trl", _train("--learning_rate", "1e-5", "--trl.learning_rate", "2e-5"), 2,
+         "trl.learning_rate: given twice on the command line, as learning_rate and as trl.learning_rate"),
+    Case("trl: {learning_rate} and learning_rate in a file", ["train", "{tmp}/c.yaml", "--output-dir", "{tmp}/run"], 2,
+         "trl.learning_rate: given twice in {tmp}/c.yaml, as trl.learning_rate and as learning_rate",
+         {"c.yaml": "trl: {learning_rate: 1.0e-5}\nlearning_rate: 2.0e-5\n"}),
+    Case("model and model_name_or_path in a file", ["train", "{tmp}/c.yaml", "--output-dir", "{tmp}/run"], 2,
+         "model: given twice in {tmp}/c.yaml, as model and as model_name_or_path",
+         {"c.yaml": "model: tiny\nmodel_name_or_path: tiny\n"}),
+    # issue 48 §6: a tracker that cannot start
+    Case("report_to wandb without a key", _train("--trl.report_to", "wandb"), 2,
+         "trl.report_to: wandb has no API key here", {"netrc": ""},
+         env={"WANDB_API_KEY": None, "WANDB_MODE": None, "NETRC": "{tmp}/netrc"}),
+    Case("reward_timeout 0", _train("--reward_timeout", "0"), 2, "reward_timeout: must be > 0 seconds per sample"),
 ]
 
 
@@ -226,6 +308,11 @@ def test_hostile_input_ends_in_one_line_naming_the_field(tmp_path, monkeypatch, 
     for target, value in case.patch.items():
         module, attribute = target.split(":")
         monkeypatch.setattr(importlib.import_module(module), attribute, value)
+    for name, value in case.env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value.replace("{tmp}", str(tmp_path)))
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
     result = CliRunner().invoke(_app(), args)
     output = result.output
@@ -380,3 +467,260 @@ def test_trls_all_none_warning_is_held_back_until_grae_decides(caplog):
         assert [r.getMessage() for r in caplog.records] == ["something else"] and len(held) == 1
         logger.warning("[RANK 0] All reward functions returned None again")  # the filter is gone afterwards
     assert len(caplog.records) == 2
+
+
+def _stoppable_job(job_dir: Path) -> list[str]:
+    """A stand-in for a job's ``grae train``: holds the job folder's lock as grae train does, says its pid, and on
+    SIGINT/SIGTERM writes ``stopped`` (its checkpoint) and exits 128 + the signal."""
+    import sys
+
+    script = ("import fcntl, os, pathlib, signal, sys, time\n"
+              f"d = pathlib.Path({str(job_dir)!r}); lock = open(d / '.grae.lock', 'a')\n"
+              "fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+              "def stop(sig, frame):\n"
+              "    (d / 'stopped').write_text(str(sig)); sys.exit(128 + sig)\n"
+              "signal.signal(signal.SIGINT, stop); signal.signal(signal.SIGTERM, stop)\n"
+              "(d / 'pid').write_text(str(os.getpid()))\n"
+              "time.sleep(60)\n")
+    return [sys.executable, "-c", script]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_compare_sitting_as_a_whole(tmp_path, monkeypatch, signum):
+    """Issue 48 §6: Ctrl-C or SIGTERM to grae compare stops the sitting, not one job: the running job is passed
+    the signal once (it checkpoints and exits), no further job starts, compare waits for it and exits 130/143 in
+    one line; no job process is left holding its folder, so an immediate rerun runs both jobs (none "in use")."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from grae.compare import runner
+
+    sig = getattr(signal, signum)
+    ran: list[str] = []
+    stop = threading.Event()
+
+    def stoppable(job, config_path):
+        ran.append(job.method)
+        return _stoppable_job(job.output_dir)
+
+    def send_when_running():
+        pid = tmp_path / "study" / "jobs" / "grpo" / "seed0" / "pid"
+        while not pid.exists() and not stop.is_set():
+            time.sleep(0.05)
+        if pid.exists():
+            os.kill(os.getpid(), sig)
+
+    monkeypatch.setattr(runner, "job_command", stoppable)
+    (tmp_path / "study.yaml").write_text(_study()["study.yaml"].replace("{tmp}", str(tmp_path)))
+    sender = threading.Thread(target=send_when_running)
+    sender.start()
+    try:
+        result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+    finally:
+        stop.set()
+        sender.join()
+    job = tmp_path / "study" / "jobs" / "grpo" / "seed0"
+    assert result.exit_code == {"SIGINT": 130, "SIGTERM": 143}[signum], (result.output, result.exception)
+    last = " ".join(result.output.strip().splitlines()[-1].split())
+    assert last.startswith(f"interrupted: {signum}: the sitting stopped as a whole, 1 running job (grpo/seed0) "
+                           "stopped"), result.output
+    assert ran == ["grpo"] and (job / "stopped").read_text() == str(int(sig)), "the job got the signal once, rloo never ran"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((job / "pid").read_text()), 0)  # no job process outlives the sitting
+
+    def finishing(job, config_path):
+        ran.append(job.method)
+        summary = job.output_dir / "eval" / "summary.json"
+        return [sys.executable, "-c", f"import pathlib; p = pathlib.Path({str(summary)!r}); "
+                                      "p.parent.mkdir(parents=True, exist_ok=True); p.write_text('{}')"]
+
+    ran.clear()
+    monkeypatch.setattr(runner, "job_command", finishing)
+    result = CliRunner().invoke(_app(), ["compare", str(tmp_path / "study.yaml")])
+    assert ran == ["grpo", "rloo"] and "FAILED" not in result.output and "in use" not in result.output, result.output
+
+
+def _tiny_run(tmp_path: Path, name: str, *args: str):
+    """One tiny training step (16 completions, no held-out evaluation) through the CLI, in-process."""
+    small = ["--max-steps", "1", "--eval.enabled", "false", "--no-progress", "--task.train_size", "16",
+             "--trl.per_device_train_batch_size", "16", "--output-dir", str(tmp_path / name)]
+    return CliRunner().invoke(_app(), ["train", *small, *args])
+
+
+def test_scale_rewards_none_trains_a_scale_estimator_on_its_unscaled_advantage(tmp_path):
+    """Issue 48 §6: ``--trl.scale_rewards none`` with an estimator that has ``scale`` (grpo, agrae, …) is TRL's
+    Dr. GRPO setting: --dry-run called it valid and the run refused it after claiming the directory. The rule
+    (documented in grae.engines.trl): scale_rewards is the estimator's scale, in grae train as in GraeTrainer."""
+    from grae.engines.trl import scale_from_trl
+
+    assert scale_from_trl({"scale": "group", "eps": 1e-6}, {}, "none", "sum_then_normalize") == {"scale": "none"}
+    assert scale_from_trl({"scale": "group"}, {}, "group", "sum_then_normalize") == {}
+    assert scale_from_trl({"scale": "group"}, {"scale": "group"}, "none", "sum_then_normalize") == {}  # refused earlier
+    assert scale_from_trl({"scale": "group"}, {}, "group", "normalize_then_sum") == {"scale": "batch"}
+    assert scale_from_trl({"eps": 1e-6}, {}, "none", "sum_then_normalize") == {}  # no scale: refused by validate
+    result = _tiny_run(tmp_path, "run", "--estimator", "grpo", "--trl.scale_rewards", "none")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert (tmp_path / "run" / "final" / "config.json").exists()
+
+
+def test_a_reward_that_exits_or_hangs_ends_the_run_in_one_line(tmp_path, monkeypatch):
+    """Issue 48 §6: a reward function calling ``sys.exit(0)`` ended the run with exit 0 and no final/; one that
+    never returns hung grae train (GraeTrainer's reward_timeout was not exposed). Now both are the reward's
+    failure: on every sample, exit 1 with the RewardFunctionError line naming it; nothing is written as final."""
+    (tmp_path / "hostile_exit.py").write_text(
+        "import sys, time\n"
+        "def leaves(prompts, completions, **kwargs):\n    sys.exit(0)\n"
+        "def hangs(prompts, completions, **kwargs):\n    time.sleep(3600)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, args, why in [("exits", ["--reward_funcs", "hostile_exit:leaves"], "SystemExit: 0"),
+                            ("hangs", ["--reward_funcs", "hostile_exit:hangs", "--reward_timeout", "0.05"],
+                             "(16 timed out); first failure: timed out after 0.05s")]:
+        result = _tiny_run(tmp_path, name, *args)
+        lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("grae train:")]
+        assert result.exit_code == 1 and lines, (name, result.output, result.exception)
+        first = " ".join(" ".join(lines).split())
+        assert first.startswith("error: reward function ") and "failed on all 16 samples" in first, (name, first)
+        assert why in first, (name, first)
+        assert not (tmp_path / name / "final").exists()
+
+
+# ---- studies/study_rows.py: every archive checked before anything is written (issue 48 §6) ----------------
+def _study_rows():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "study_rows.py"
+    spec = importlib.util.spec_from_file_location("study_rows", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tar(members: list[tuple[str, bytes | None, str | None]]) -> bytes:
+    """A .tgz of ``(name, data, link target)`` members (a link when the target is given)."""
+    import gzip
+    import io
+    import tarfile
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue())
+
+
+def _rows_study(tmp: Path, with_eval: bool = True):
+    import yaml
+
+    from grae.compare.grid import load_compare_config
+    from grae.train.config import to_dict
+
+    study = {"base": "regime2", "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}}, "seeds": [5],
+             "baseline": "grpo", "output_dir": str(tmp / "runs" / "s"), "frontier": [],
+             **({"eval": {"exact": True, "num_problems": 96}} if with_eval else {})}
+    path = tmp / "studies" / "design" / "s.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(study))
+    cfg = load_compare_config(path)
+    job = cfg.jobs()[0]
+    good = {"job.yaml": yaml.safe_dump(to_dict(cfg.train_config(job))).encode(), "config.yaml": b"x: 1\n",
+            "run.json": b"{}", "metrics.jsonl": b'{"step": 1}\n', "eval/summary.json": b"{}"}
+    return cfg, job, good
+
+
+def _other_config(good: dict[str, bytes]) -> dict[str, bytes]:
+    import yaml
+
+    return {**good, "job.yaml": yaml.safe_dump({**yaml.safe_load(good["job.yaml"]), "max_steps": 7}).encode()}
+
+
+UNPACK_CASES = {
+    "another configuration": (lambda g: _tar([(k, v, None) for k, v in _other_config(g).items()]),
+                              "packed from another configuration of this job (max_steps: 7"),
+    "cut in half": (lambda g: (lambda b: b[: len(b) // 2])(_tar([(k, v, None) for k, v in g.items()])),
+                    "cannot be read whole"),
+    "a symlink": (lambda g: _tar([*[(k, v, None) for k, v in g.items() if k != "run.json"], ("run.json", None, "/etc/passwd")]),
+                  "unexpected member 'run.json' (a link"),
+    "a ../ member": (lambda g: _tar([*[(k, v, None) for k, v in g.items()], ("eval/../../escape.json", b"{}", None)]),
+                     "unexpected member 'eval/../../escape.json'"),
+    "rows that do not parse": (lambda g: _tar([(k, b"not json\n" if k == "metrics.jsonl" else v, None) for k, v in g.items()]),
+                               "metrics.jsonl does not parse"),
+    "a file it does not carry": (lambda g: _tar([*[(k, v, None) for k, v in g.items()], ("final/model.safetensors", b"w", None)]),
+                                 "unexpected member 'final/model.safetensors'"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNPACK_CASES))
+def test_unpack_checks_every_archive_before_writing_anything(tmp_path, capsys, case):
+    """Each bad archive: one line naming it (exit 2); nothing written — not the study's archive either, and the
+    unfinished job already in the folder keeps its run.json and metrics.jsonl byte for byte."""
+    rows = _study_rows()
+    cfg, job, good = _rows_study(tmp_path)
+    make, line = UNPACK_CASES[case]
+    target = tmp_path / "studies" / "rows" / "s"
+    target.mkdir(parents=True)
+    (target / "study.tgz").write_bytes(_tar([("invocations.jsonl", b'{"wall_seconds": 1}\n', None)]))
+    (target / "grpo-seed5.tgz").write_bytes(make(good))
+    from grae.train.config import to_dict
+    from grae.train.rundir import claim, release
+
+    claim(job.output_dir, to_dict(cfg.train_config(job)), resume=False, overwrite=False)  # an unfinished run here
+    release(job.output_dir)
+    (job.output_dir / "metrics.jsonl").write_text('{"step": 1, "mine": true}\n')
+    before = sorted((p.relative_to(tmp_path), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file())
+    code = rows.main(["unpack", str(tmp_path / "studies" / "design" / "s.yaml"), "--rows", str(tmp_path / "studies" / "rows")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {target / 'grpo-seed5.tgz'}: ") and line in err[0], err
+    assert sorted((p.relative_to(tmp_path), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()) == before
+    assert not (tmp_path / "escape.json").exists()
+
+
+def test_unpack_never_overwrites_a_run_of_another_configuration(tmp_path, capsys):
+    """A good archive, but the job folder holds an unfinished run of another configuration: refused, untouched;
+    the folder of an unfinished run of the same job is completed, as documented. (The study's loader refuses the
+    folder first; ``check_job_folder`` refuses it again for a caller of ``unpack`` itself.)"""
+    from grae.train.config import to_dict
+    from grae.train.rundir import claim, release
+
+    rows = _study_rows()
+    cfg, job, good = _rows_study(tmp_path)
+    target = tmp_path / "studies" / "rows" / "s"
+    target.mkdir(parents=True)
+    (target / "grpo-seed5.tgz").write_bytes(_tar([(k, v, None) for k, v in good.items()]))
+    config = to_dict(cfg.train_config(job))
+    claim(job.output_dir, {**config, "seed": 9}, resume=False, overwrite=False)
+    release(job.output_dir)
+    record = (job.output_dir / "run.json").read_bytes()
+    args = ["unpack", str(tmp_path / "studies" / "design" / "s.yaml"), "--rows", str(tmp_path / "studies" / "rows")]
+    assert rows.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: method 'grpo' seed 5: ") and "with a different config (seed: 9 → 5)" in err, err
+    assert (job.output_dir / "run.json").read_bytes() == record and not (job.output_dir / "eval").exists()
+    with pytest.raises(rows.RowsError, match="holds a run of another configuration"):
+        rows.check_job_folder(job.output_dir, config)
+    import shutil
+
+    shutil.rmtree(job.output_dir)
+    claim(job.output_dir, config, resume=False, overwrite=False)  # an unfinished run of this very job
+    release(job.output_dir)
+    assert rows.main(args) == 0 and job.done
+
+
+def test_pack_refuses_a_study_whose_report_reads_sample_rows(tmp_path, capsys):
+    """A study without a study-level eval: reads each job's eval/after.jsonl, which archives do not carry: pack
+    refuses it in one line rather than packing jobs that count as finished and cannot render."""
+    rows = _study_rows()
+    _rows_study(tmp_path, with_eval=False)
+    code = rows.main(["pack", str(tmp_path / "studies" / "design" / "s.yaml"), "--rows", str(tmp_path / "studies" / "rows")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no study-level eval:, so the report reads each job's sample rows" in err[0]
+    assert not (tmp_path / "studies" / "rows").exists()

@@ -120,7 +120,7 @@ def test_overwrite_never_clears_a_directory_that_is_not_a_run(model_dir, tmp_pat
     (["--trl.learning_rate", "-1"], "trl.learning_rate: must be > 0"),
     (["--trl.learning_rate", "0"], "trl.learning_rate: must be > 0"),
     (["--trl.max_completion_length", "0"], "trl.max_completion_length: must be >= 1"),
-    (["--eval.temperature", "-1"], "eval.temperature: must be in [0, 10]"),
+    (["--eval.temperature", "-1"], "eval.temperature: must be 0 (greedy) or in [0.01, 10]"),
     (["--model", "./no/such/model"], "model: './no/such/model' does not exist"),
     (["--output-dir", ""], "output_dir: empty"),
     (["--task.train_size", "2"], "task.train_size: 2 prompts, but one generation batch takes 4"),
@@ -135,7 +135,7 @@ def test_bad_settings_stop_before_a_model_loads(tmp_path, args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--n", "0"], "--n must be >= 1"), (["--temperature", "-1"], "--temperature must be in [0, 10]"),
+    (["--n", "0"], "--n must be >= 1"), (["--temperature", "-1"], "--temperature must be 0 (greedy) or in [0.01, 10]"),
     (["--num-problems", "0"], "--num-problems must be >= 1"), (["--batch-size", "0"], "--batch-size must be >= 1"),
     (["-o", ""], "--output must be a directory name"),
 ])

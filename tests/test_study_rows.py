@@ -29,8 +29,8 @@ def _study(tmp_path: Path) -> Path:
     return path
 
 
-def _finish(job_dir: Path, steps: list[int], weights: bool, settings: dict | None = None) -> None:
-    files = {"job.yaml": "seed: 1\n", "config.yaml": "x: 1\n", "run.json": "{}", "metrics.jsonl": '{"step": 1}\n',
+def _finish(job_dir: Path, steps: list[int], weights: bool, settings: dict | None = None, config: dict | None = None) -> None:
+    files = {"job.yaml": yaml.safe_dump(config), "config.yaml": "x: 1\n", "run.json": "{}", "metrics.jsonl": '{"step": 1}\n',
              "train.log": "log", "eval/summary.json": "{}"}
     for step in steps:
         files[f"eval/frontier/step-{step}.curve.json"] = json.dumps({"step": step, "settings": settings})
@@ -54,8 +54,11 @@ def test_pack_then_unpack_elsewhere_gives_finished_jobs_without_weights(tmp_path
     cfg = load_compare_config(design)
     finished = [j for j in cfg.jobs() if j.seed == 5]
     settings = step_settings(cfg.train_config(finished[0]), cfg.eval)
+    from grae.train.config import to_dict
+
     for job in finished:  # regime2 trains 1,000 steps: the frontier's 50 % is step 500
-        _finish(job.output_dir, [500, 1000] if job.method == "grpo" else [1000], weights=True, settings=settings)
+        _finish(job.output_dir, [500, 1000] if job.method == "grpo" else [1000], weights=True, settings=settings,
+                config=to_dict(cfg.train_config(job)))
     # trained, its final model not yet evaluated (compare's evaluation still running): not packed
     _finish(cfg.jobs()[-1].output_dir, [], weights=True)
     (cfg.output_dir / "base").mkdir(parents=True)

@@ -35,7 +35,11 @@ give the same advantages when every sample of a group is correct (their r̃ then
 Where grae departs from the release in both readings: samples with equal log-probs get the mean of the
 ranks they span (the release's ``argsort`` orders ties by position, so its result depends on the
 order of samples in the batch); a missing reward (NaN) is left out and G counts the group's valid
-samples (the release has no missing rewards).
+samples (the release has no missing rewards); and a group with one valid sample (a group of one, or NaN
+rewards leaving one) gets advantage 0 — no group-relative baseline, grae's rule for every mean-centred
+estimator — where the release, as verl's GRPO, takes such a group's mean as 0 and its std as 1, so r = 1
+gives (1 − 0)/(1 + 1e-6) = 0.999999 (``tests/test_advantage_properties.py::
+test_unlikeliness_gives_a_one_sample_group_zero_where_the_release_gives_r``).
 
 Context: ``logprob_mean`` (length-normalised sequence log-prob under the rollout policy; which
 log-probs each engine supplies: docs/estimators.md, "Estimator context").

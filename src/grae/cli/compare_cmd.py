@@ -71,7 +71,8 @@ def register(app: typer.Typer) -> None:
         started, t0 = time.time(), time.perf_counter()
         if not report_only:
             from grae.compare.machines import SplitSeed
-            from grae.compare.runner import JobsFailed
+            from grae.compare.runner import JobsFailed, SittingStopped
+            from grae.train.run import INTERRUPTED_EXIT
 
             def record(job: str) -> None:
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=[job])
@@ -87,6 +88,9 @@ def register(app: typer.Typer) -> None:
             except SplitSeed as err:
                 error(console, "error:", err)
                 raise typer.Exit(2) from None
+            except SittingStopped as err:  # 130 (SIGINT) / 143 (SIGTERM), as grae train's
+                error(console, "interrupted:", err)
+                raise typer.Exit(INTERRUPTED_EXIT.get(err.signum, 1)) from None
             if seconds:  # the sitting's whole wall time (its jobs are recorded as each finished)
                 log_invocation(cfg.output_dir, started=started, wall_seconds=time.perf_counter() - t0, jobs_run=[])
             if chosen is not None:

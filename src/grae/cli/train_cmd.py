@@ -105,6 +105,54 @@ def hub_push_unavailable(trl: dict) -> str | None:
     return None
 
 
+def wandb_unavailable(trl: dict) -> str | None:
+    """Why ``trl.report_to: wandb`` would fail when the Trainer is built (no API key, not offline), found before
+    the run directory is claimed: ``WANDB_API_KEY``, a ``wandb login`` (netrc) or ``WANDB_MODE=offline``."""
+    import netrc
+    from urllib.parse import urlparse
+
+    names = trl.get("report_to")
+    names = [names] if isinstance(names, str) else list(names or [])
+    if "wandb" not in names:
+        return None
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
+        return None
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        if netrc.netrc(os.environ.get("NETRC")).authenticators(host):
+            return None
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return ("trl.report_to: wandb has no API key here (no WANDB_API_KEY, no `wandb login`); log in, set WANDB_API_KEY, "
+            "or log offline with WANDB_MODE=offline (wandb sync later)")
+
+
+def dataset_unavailable(task_name: str, task_params: dict) -> str | None:
+    """Why a hub dataset task (a recipe's ``dataset_name``, ``hf:ORG/NAME``, a registered hub task) cannot be read,
+    found in a few seconds: not in the local caches and the hub offline or unreachable."""
+    from grae.data import get_task
+    from grae.data.hub import HubTask, hub_cached
+
+    try:
+        task = get_task(task_name, **task_params)
+    except Exception:  # noqa: BLE001 - validated already; the loader says what is wrong
+        return None
+    if not isinstance(task, HubTask):
+        return None
+    missing = [s.path for s in (task.train_source, task.heldout_source) if s is not None and not hub_cached(s.path)]
+    if not missing:
+        return None
+    from huggingface_hub.constants import HF_HUB_OFFLINE
+
+    offline = HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    reason = "HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set" if offline else _hub_unreachable()
+    if reason is None:
+        return None
+    return (f"task.name: {task_name!r} reads the hub dataset {missing[0]}, which is not in the cache under HF_HOME "
+            f"({reason}); download it where the hub is reachable (the same HF_HOME), or save its rows as JSONL and "
+            "train on local:PATH (hf:ORG/NAME reads a cached hub copy)")
+
+
 def vllm_unavailable(trl: dict) -> str | None:
     """Why ``trl.use_vllm`` cannot generate here (vLLM not installed), found before the model loads; TRL would
     find out when it builds the trainer, after the model and the data load."""
@@ -151,18 +199,22 @@ def user_failure(console, err: BaseException, run_dir, *, debug: bool) -> None:
 def loading_problem(cfg) -> str | None:
     """Why training would stop here before the weights load, as the one line ``grae train`` stops with (exit 2):
     a preset whose package is missing, a model neither local nor in the hub cache with the hub unreachable, weight
-    files cut short, a config or tokenizer that does not load or lacks the chat template the prompts need, a push
-    without a token, vLLM not installed. ``--dry-run`` reports the same line; None when nothing stops it."""
+    files cut short, a hub dataset not cached with the hub unreachable, a config or tokenizer that does not load or
+    lacks the chat template the prompts need, a push without a token, W&B without a key, vLLM not installed.
+    ``--dry-run`` reports the same line; None when nothing stops it."""
     from grae.data import get_task
     from grae.presets import preset_problem
     from grae.train.checkpoints import weights_problem
     from grae.train.model_files import tokenizer_problem
     from grae.train.trl_recipe import processor_load_kwargs
 
+    why = (preset_problem(cfg.model) or model_unavailable(cfg.model) or weights_problem(cfg.model)
+           or dataset_unavailable(cfg.task.name, cfg.task.params))
+    if why:
+        return why
     chat = getattr(get_task(cfg.task.name, **cfg.task.params), "prompt_style", None) == "chat"
-    return (preset_problem(cfg.model) or model_unavailable(cfg.model) or weights_problem(cfg.model)
-            or tokenizer_problem(cfg.model, chat, processor_load_kwargs(cfg.trl)) or hub_push_unavailable(cfg.trl)
-            or vllm_unavailable(cfg.trl))
+    return (tokenizer_problem(cfg.model, chat, processor_load_kwargs(cfg.trl)) or hub_push_unavailable(cfg.trl)
+            or wandb_unavailable(cfg.trl) or vllm_unavailable(cfg.trl))
 
 
 def _dry_run(console, cfg) -> None:

@@ -169,6 +169,22 @@ def _slug(method: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_.=" else "_" for ch in method)
 
 
+def check_job_folders(methods: dict[str, Any]) -> None:
+    """Every method gets a folder of its own (``jobs/<slug>/seed<s>``): a name whose folder is no folder (``''``,
+    ``.``, ``..``) or two names with one folder (``a/b`` and ``a_b``) are refused; they would share a job, and
+    the report would show one run's rows under both names."""
+    folders: dict[str, str] = {}
+    for name in methods:
+        slug = _slug(name)
+        if slug in ("", ".", ".."):
+            raise ConfigError(f"methods: {name!r} names no folder of its own (jobs/{slug}/…); give the method a name "
+                              "with a letter or digit")
+        if slug in folders:
+            raise ConfigError(f"methods: {folders[slug]!r} and {name!r} would share the job folder jobs/{slug}/ "
+                              "(characters other than letters, digits, '-_.=' become '_'); rename one of them")
+        folders[slug] = name
+
+
 def expand_methods(methods: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, spec in methods.items():
@@ -223,6 +239,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
             raise ConfigError(f"{path}: missing {key!r}")
     check_types(raw)
     methods = expand_methods(raw["methods"])
+    check_job_folders(methods)
     if raw["baseline"] not in methods:
         raise ConfigError(f"baseline: {raw['baseline']!r} is not one of the methods {sorted(methods)}")
     seeds = raw["seeds"]

@@ -294,13 +294,51 @@ def counts_to_json(counts: ProblemCounts, problems: list[str]) -> dict[str, Any]
     return out
 
 
-def counts_from_json(record: dict[str, Any], problems: list[str]) -> ProblemCounts:
+def counts_from_json(record: dict[str, Any], problems: list[str], where: str = "counts") -> ProblemCounts:
+    """The counts :func:`counts_to_json` wrote, checked: a record that no evaluation can have written (a NaN or
+    out-of-range ``p``, ``c`` above ``n``, lengths that differ) raises ``ValueError`` naming ``where``."""
+    if not isinstance(record, dict) or "n" not in record or not ("c" in record or "p" in record and "mass" in record):
+        raise ValueError(f"{where}: expected {{n, c}} (sampled) or {{n, p, mass}} (exact), got {_short(record)}")
     ids = record.get("q", problems)
-    n = np.full(len(ids), record["n"], dtype=np.int64) if isinstance(record["n"], int) else np.asarray(record["n"], np.int64)
+    if not isinstance(ids, list) or not all(isinstance(q, str) for q in ids):
+        raise ValueError(f"{where}.q: expected a list of question ids, got {_short(ids)}")
+    n = _numbers(where, "n", [record["n"]] * len(ids) if _is_int(record["n"]) else record["n"], len(ids), integer=True)
+    if (n < 1).any():
+        raise ValueError(f"{where}.n: every problem has at least one sample, got {int(n.min())}")
     if "p" in record:
-        p = np.asarray(record["p"], dtype=float)
-        return ProblemCounts(list(ids), n, p * n, p=p, mass=np.asarray(record["mass"], dtype=float))
-    return ProblemCounts(list(ids), n, np.asarray(record["c"], dtype=np.int64))
+        p, mass = (_numbers(where, key, record[key], len(ids)) for key in ("p", "mass"))
+        for key, values in (("p", p), ("mass", mass)):
+            if ((values < 0) | (values > 1 + 1e-9)).any():
+                outside = values[(values < 0) | (values > 1 + 1e-9)]
+                raise ValueError(f"{where}.{key}: a probability is in [0, 1], got {float(outside[0])!r}")
+        return ProblemCounts(list(ids), n, p * n, p=p, mass=mass)
+    c = _numbers(where, "c", record["c"], len(ids), integer=True)
+    if ((c < 0) | (c > n)).any():
+        raise ValueError(f"{where}.c: correct samples are in [0, n], got c = {int(c[(c < 0) | (c > n)][0])}")
+    return ProblemCounts(list(ids), n, c)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _numbers(where: str, key: str, values: Any, length: int, *, integer: bool = False) -> np.ndarray:
+    """``values`` as an array of ``length`` finite numbers (integers with ``integer``), or ``ValueError``."""
+    ok = isinstance(values, list) and all((_is_int(v) if integer else isinstance(v, (int, float)) and not isinstance(v, bool))
+                                          for v in values)
+    if not ok:
+        raise ValueError(f"{where}.{key}: expected a list of {'integers' if integer else 'numbers'}, got {_short(values)}")
+    if len(values) != length:
+        raise ValueError(f"{where}.{key}: {len(values)} values for {length} problems")
+    array = np.asarray(values, dtype=np.int64 if integer else float)
+    if not integer and not np.isfinite(array).all():
+        raise ValueError(f"{where}.{key}: expected finite numbers, got {float(array[~np.isfinite(array)][0])!r}")
+    return array
 
 
 def interval_json(iv: Interval) -> dict[str, float]:
@@ -338,28 +376,56 @@ def to_json(results: StudyResults) -> dict[str, Any]:
 
 
 def from_json(data: dict[str, Any]) -> StudyResults:
+    """The table :func:`to_json` wrote. Every count is checked (:func:`counts_from_json`) and a table of another
+    shape raises ``ValueError`` in one line naming the entry: a report is never rendered from numbers no
+    evaluation can have produced."""
+    if not isinstance(data, dict):
+        raise ValueError(f"results: expected the table (a mapping), got {_short(data)}")
     if data.get("version") != VERSION:
         raise ValueError(f"results: version {data.get('version')!r}, this grae reads version {VERSION}; re-run "
                          "grae compare CONFIG --report-only on the study's rows")
+    try:
+        return _from_checked_json(data)
+    except (KeyError, TypeError, AttributeError) as err:
+        what = f"missing {err.args[0]!r}" if isinstance(err, KeyError) else " ".join(str(err).split())
+        raise ValueError(f"results: not a table grae compare wrote ({what}); re-render it from the study's rows with "
+                         "grae compare CONFIG --report-only") from None
+
+
+def _from_checked_json(data: dict[str, Any]) -> StudyResults:
     problems = data["problems"]
+    if not isinstance(problems, list) or not all(isinstance(q, str) for q in problems):
+        raise ValueError(f"results.problems: expected a list of question ids, got {_short(problems)}")
 
-    def counts(record):
-        return None if record is None else counts_from_json(record, problems)
+    def counts(record, where: str):
+        return None if record is None else counts_from_json(record, problems, where)
 
-    jobs = {m: {int(s): JobResult(final=counts(j["final"]), metrics=j["metrics"], train_seconds=j["train_seconds"],
-                                  steps=j["steps"], generated=j["generated"], sampled=counts(j["sampled"]),
+    def number(value, where: str, *, optional: bool = False):
+        if optional and value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+            raise ValueError(f"{where}: expected a finite number >= 0, got {_short(value)}")
+        return value
+
+    jobs = {m: {int(s): JobResult(final=counts(j["final"], f"results.jobs.{m}.{s}.final"), metrics=dict(j["metrics"]),
+                                  train_seconds=number(j["train_seconds"], f"results.jobs.{m}.{s}.train_seconds"),
+                                  steps=number(j["steps"], f"results.jobs.{m}.{s}.steps", optional=True),
+                                  generated=number(j["generated"], f"results.jobs.{m}.{s}.generated", optional=True),
+                                  sampled=counts(j["sampled"], f"results.jobs.{m}.{s}.sampled"),
                                   memorisation=j["memorisation"], device=j.get("device"),
-                                  logged_seconds=j.get("logged_seconds"))
+                                  logged_seconds=number(j.get("logged_seconds"), f"results.jobs.{m}.{s}.logged_seconds",
+                                                        optional=True))
                  for s, j in by_seed.items()}
             for m, by_seed in data["jobs"].items()}
-    frontier = {m: {float(f): FrontierCheckpoint({int(s): n for s, n in cp["n_min"].items()}, cp["shared"],
+    frontier = {m: {float(f): FrontierCheckpoint({int(s): n for s, n in cp["n_min"].items()}, list(cp["shared"]),
                                                  {int(k): Interval(**iv) for k, iv in cp["passk"].items()},
-                                                 {int(s): counts(c) for s, c in cp["counts"].items()}
-                                                 if "counts" in cp else None)
+                                                 {int(s): counts(c, f"results.frontier.{m}.{f}.counts.{s}")
+                                                  for s, c in cp["counts"].items()} if "counts" in cp else None)
                     for f, cp in by_f.items()} for m, by_f in data["frontier"].items()}
     return StudyResults(StudyInfo(**data["study"]), jobs,
-                        {name: counts(c) for name, c in data["base_files"].items()},
-                        {name: counts(c) for name, c in data["references"].items()}, frontier, data["invocations"])
+                        {name: counts(c, f"results.base_files.{name}") for name, c in data["base_files"].items()},
+                        {name: counts(c, f"results.references.{name}") for name, c in data["references"].items()},
+                        frontier, list(data["invocations"]))
 
 
 def write_summary(path: Path, summary: dict[str, Any], results: StudyResults) -> Path:
@@ -382,4 +448,7 @@ def from_summary(path: str | Path) -> StudyResults:
     if not isinstance(data, dict) or "results" not in data:
         raise ValueError(f"{path}: no 'results' table (written before grae compare kept one, or not a compare "
                          "summary); re-render it from its rows with grae compare CONFIG --report-only")
-    return from_json(data["results"])
+    try:
+        return from_json(data["results"])
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None

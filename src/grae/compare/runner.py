@@ -12,17 +12,25 @@ on disk.
 With the study key ``eval:`` (:class:`grae.compare.grid.CompareConfig`) compare also evaluates every
 finished job's final model and the base with those settings (exact pass@k with ``exact: true``); a
 finished job is then never retrained, only re-evaluated.
+
+A sitting stops as a whole: each job's processes run in their own session (the terminal's Ctrl-C reaches
+compare alone), and compare passes a SIGINT or SIGTERM it receives on to every running job once — each
+``grae train`` finishes its step, saves a checkpoint and exits — starts no further job, waits for them
+and ends with :class:`SittingStopped` (no job is left running, none holds its folder, each resumes on the
+next sitting). A second signal is passed on too: the jobs then stop at once (``grae train``'s rule).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -75,13 +83,74 @@ def unfinished(cfg: CompareConfig) -> list[Job]:
     return [j for j in cfg.jobs() if not finished(cfg, j)]
 
 
+class SittingStopped(RuntimeError):
+    """A sitting stopped by SIGINT/SIGTERM: every running job was passed the signal and has ended (each keeps
+    its newest checkpoint), no further job started."""
+
+    def __init__(self, signum: int, stopped: list[str]):
+        self.signum, self.stopped = signum, stopped
+        name = signal.Signals(signum).name
+        jobs = f"{len(stopped)} running job{'s' * (len(stopped) != 1)} ({', '.join(stopped)}) stopped" if stopped \
+            else "no job was running"
+        super().__init__(f"{name}: the sitting stopped as a whole, {jobs}, no further job started and none is left "
+                         "running; rerun the same grae compare to resume (each stopped job continues from its "
+                         "newest checkpoint)")
+
+
+class JobProcesses:
+    """The sitting's running job processes: each started in its own session, each passed on the signals the
+    sitting receives (:meth:`stopping`); once one arrived no further process starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        #: the first signal received, or None
+        self.signum: int | None = None
+
+    def run(self, cmd: list[str], **kwargs) -> int | None:
+        """``cmd``'s exit code, or None when the sitting is stopping (not started)."""
+        with self._lock:
+            if self.signum is not None:
+                return None
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self._running.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+
+    def pass_on(self, signum: int, _frame=None) -> None:
+        with self._lock:
+            self.signum = self.signum if self.signum is not None else signum
+            running = list(self._running)
+        for proc in running:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)
+
+    @contextlib.contextmanager
+    def stopping(self) -> Iterator[None]:
+        """SIGINT and SIGTERM passed on to the running processes while inside (main thread only: elsewhere
+        Python cannot take signals, and the caller's own handling stands)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {sig: signal.signal(sig, self.pass_on) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+
 def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
              on_finished: Callable[[str], None] | None = None, status_every: float = 0.0) -> dict[str, float]:
     """Run every unfinished job (of ``seeds`` only, when given: a sitting that shares the study's seeds
     with another machine); returns wall seconds per job that ran (finished ones are skipped).
     ``on_finished("<method>/seed<s>")`` is called as each job finishes (one at a time), so a sitting stopped
     later still has a record of it. Every ``status_every`` seconds (> 0) a line per running job (step, reward,
-    elapsed, ETA) and a study total are logged (:class:`grae.compare.progress.StatusLines`)."""
+    elapsed, ETA) and a study total are logged (:class:`grae.compare.progress.StatusLines`). A SIGINT/SIGTERM stops
+    the sitting as a whole (module docstring): :class:`SittingStopped`."""
     jobs = cfg.jobs()
     evaluated = cfg.evaluated_fractions()
     left = unfinished(cfg)
@@ -103,8 +172,12 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
     in_sitting = sum(seeds is None or j.seed in seeds for j in jobs)
     status = StatusLines(log, total=in_sitting, already_done=in_sitting - len(pending), parallel=max(1, cfg.parallel),
                          every=status_every)
+    processes = JobProcesses()
+    stopped: list[str] = []
 
     def run(job: Job) -> None:
+        if processes.signum is not None:
+            return
         try:
             run_one(job)
         except Exception as err:  # noqa: BLE001 - one job's failure (a claim refused, a write failed) ends only that job
@@ -133,17 +206,22 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
         status.start(name, job.output_dir / "metrics.jsonl", config.max_steps)
         t0 = time.perf_counter()
         with open(job.output_dir / "train.log", "a") as logfile:
-            proc: subprocess.CompletedProcess = subprocess.CompletedProcess([], 0)
+            code: int | None = 0
             if not job.done:
-                proc = subprocess.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
-            if proc.returncode == 0 and cfg.evaluated_fractions(job):  # the frontier's checkpoints (and 100 % with eval)
+                code = processes.run(job_command(job, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
+            if code == 0 and cfg.evaluated_fractions(job):  # the frontier's checkpoints (and 100 % with eval)
                 logfile.flush()
-                proc = subprocess.run(frontier_command(cfg, config_path, job), stdout=logfile, stderr=subprocess.STDOUT,
-                                      env=env)
+                code = processes.run(frontier_command(cfg, config_path, job), stdout=logfile, stderr=subprocess.STDOUT,
+                                     env=env)
         seconds[name] = time.perf_counter() - t0
-        done = proc.returncode == 0 and job.done
+        done = code == 0 and job.done
         status.finish(name, seconds[name], done)
-        log(f"{job.method} seed {job.seed}: {'done' if done else f'FAILED (exit {proc.returncode}, see {logfile.name})'}"
+        if not done and processes.signum is not None:
+            stopped.append(name)
+            log(f"{job.method} seed {job.seed}: stopped ({signal.Signals(processes.signum).name}; exit {code}) after "
+                f"{seconds[name]:.0f}s; the next sitting resumes it")
+            return
+        log(f"{job.method} seed {job.seed}: {'done' if done else f'FAILED (exit {code}, see {logfile.name})'}"
             f" in {seconds[name]:.0f}s")
         if done and on_finished is not None:
             with finished_lock:
@@ -151,10 +229,12 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
 
     status.begin()
     try:
-        with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+        with processes.stopping(), ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
             list(pool.map(run, pending))
     finally:
         status.stop()
+    if processes.signum is not None:
+        raise SittingStopped(processes.signum, sorted(stopped))
     failed = [j for j in pending if not finished(cfg, j)]
     if failed:
         raise JobsFailed(failed, sum(seeds is None or j.seed in seeds for j in jobs), errors)

@@ -120,6 +120,25 @@ def load_hub_rows(source: HubSource, *, local_hint: str = LOCAL_HINT) -> list[di
     return rows
 
 
+def hub_cached(path: str) -> bool:
+    """Whether hub dataset ``path`` (``org/name``) has a copy on this machine: in the hub cache
+    (``HF_HUB_CACHE``, where ``datasets`` downloads it) or in ``datasets``' own cache (``HF_DATASETS_CACHE``,
+    its prepared Arrow files); both live under ``HF_HOME`` by default."""
+    from pathlib import Path
+
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    try:
+        from datasets.config import HF_DATASETS_CACHE
+    except ImportError:
+        HF_DATASETS_CACHE = None
+    org_name = path.replace("/", "--")
+    places = [Path(HF_HUB_CACHE) / f"datasets--{org_name}"]
+    if HF_DATASETS_CACHE is not None:
+        places.append(Path(HF_DATASETS_CACHE) / path.replace("/", "___"))
+    return any(place.is_dir() for place in places)
+
+
 class HubTask(RowsTask):
     """A math task backed by hub datasets.
 

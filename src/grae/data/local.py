@@ -138,17 +138,29 @@ def check_conflicts(path: str, rows: list[tuple[str, dict]]) -> None:
     from grae.rewards.verify import verify_math
 
     first: dict[str, tuple[str, str]] = {}
+    ids: dict[str, tuple[str, str]] = {}  # id -> (where, question key)
     for where, row in rows:
         key, answer = question_key(row["question"]), str(row["answer"])
+        if row.get("id") is not None:
+            id_where, id_key = ids.setdefault(str(row["id"]), (where, key))
+            if id_key != key:
+                raise DataFormatError(f"{where}: id {row['id']!r} again, given to another question at "
+                                      f"{_place(path, id_where)}; an id names one problem: make the ids unique "
+                                      "(or drop the id field: rows are then named by their question)")
         if key not in first:
             first[key] = (where, answer)
             continue
         seen_where, seen = first[key]
         if " ".join(seen.split()) != " ".join(answer.split()) and not verify_math(f"\\boxed{{{answer}}}", seen):
-            there = seen_where.removeprefix(path).lstrip(":").strip()
-            there = there if there.startswith("row") else f"line {there}"
+            there = _place(path, seen_where)
             raise DataFormatError(f"{where}: the question of {there} again with another gold answer ({answer!r} here, "
                                   f"{seen!r} there); keep one answer per question: fix or delete one of the two")
+
+
+def _place(path: str, where: str) -> str:
+    """``where`` (``path:LINE`` or ``path: row N``) without the path: ``line LINE`` or ``row N``."""
+    there = where.removeprefix(path).lstrip(":").strip()
+    return there if there.startswith("row") else f"line {there}"
 
 
 class LocalTask(RowsTask):

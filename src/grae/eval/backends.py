@@ -56,6 +56,13 @@ def default_batch_size(backend: str, model: str) -> int:
 #: highest sampling temperature taken (eval and grae train's eval.temperature / trl.temperature): at
 #: T = 10 a logit gap of 10 is a probability ratio of e, so the distribution is already near-uniform noise
 MAX_TEMPERATURE = 10.0
+#: lowest non-zero sampling temperature taken: logits / T overflow half precision's 65,504 below it (a logit of
+#: 655 at T = 0.01), and vLLM raises lower temperatures to it for that reason; 0 (greedy) is the way to go lower
+MIN_TEMPERATURE = 0.01
+#: lowest top-p taken: any top-p below the most probable token's probability (at least 1/vocabulary size, so
+#: above 1e-6 for every vocabulary below a million tokens) keeps that token alone; smaller values only risk
+#: rounding to 0 in float32, which keeps nothing
+MIN_TOP_P = 1e-6
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 from grae.io import atomic_write_json
 
 from . import runner
-from .backends import MAX_TEMPERATURE
+from .backends import MAX_TEMPERATURE, MIN_TEMPERATURE, MIN_TOP_P
 from .cost import CostEstimate
 from .records import RecordsError, file_stem
 from .runner import EvalResult
@@ -150,9 +150,11 @@ def _check_settings(model: str, *, n: int, temperature: float, top_p: float, max
 
     bad = [(name, rule, value) for name, value, rule, ok in [
         ("--n", n, ">= 1", n >= 1),
-        ("--temperature", temperature, f"in [0, {MAX_TEMPERATURE:g}] (0 = greedy; above, every token is about equally "
-         "likely)", 0 <= temperature <= MAX_TEMPERATURE),
-        ("--top-p", top_p, "in (0, 1]", 0 < top_p <= 1),
+        ("--temperature", temperature, f"0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (below, the scaled "
+         "logits overflow half precision; above, every token is about equally likely)",
+         temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE),
+        ("--top-p", top_p, f"in [{MIN_TOP_P:g}, 1] (a smaller top-p keeps the most probable token alone, as {MIN_TOP_P:g} "
+         "does)", MIN_TOP_P <= top_p <= 1),
         ("--max-tokens", max_tokens, ">= 1", max_tokens is None or max_tokens >= 1),
         ("--num-problems", num_problems, ">= 1", num_problems is None or num_problems >= 1),
         ("--batch-size", batch_size, ">= 1", batch_size is None or batch_size >= 1),
@@ -216,6 +218,7 @@ def plan_tasks(
         raise EvalError(f"--task-param {params}: {err}", exit_code=2) from None
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
+    resolved = _one_entry_per_name(resolved)
     if exact:
         _check_exact(resolved, num_problems, exact_memory_mb, exact_max_candidates, log)
         if temperature <= 0:
@@ -246,6 +249,39 @@ def plan_tasks(
     return plan
 
 
+def _on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def available_memory_mb() -> float | None:
+    """Memory free for the exact scorer's chunks, in MB: the GPU's free memory where the hf backend runs on
+    one, else the machine's available memory (``MemAvailable`` of /proc/meminfo); None where it cannot be read."""
+    if _on_gpu():
+        import torch
+
+        return torch.cuda.mem_get_info()[0] / 2**20
+    try:
+        with open("/proc/meminfo") as meminfo:
+            kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return kb / 1024
+
+
+def _one_entry_per_name(resolved: list[PlannedTask]) -> list[PlannedTask]:
+    """``resolved`` with a repeated entry once; two entries under one task name (``t=A.jsonl,t=B.jsonl``), whose
+    rows would go to one file and one summary, are refused."""
+    by_name: dict[str, PlannedTask] = {}
+    for planned in resolved:
+        seen = by_name.setdefault(planned.name, planned)
+        if seen.entry != planned.entry:
+            raise EvalError(f"--tasks: {seen.entry} and {planned.entry} are both named {planned.name!r}, so their rows "
+                            f"would share {file_stem(planned.name)}.jsonl; give each its own name (NAME=PATH)", exit_code=2)
+    return list(by_name.values())
+
+
 def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_mb: float | None,
                  max_candidates: int | None, log: Callable[[str], None]) -> None:
     """``--exact``: every task has a finite answer set of at most ``max_candidates`` answers (default
@@ -259,6 +295,11 @@ def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_m
                                   ("--exact-memory-mb", budget, budget > 0 and math.isfinite(budget), "> 0")]:
         if not ok:
             raise EvalError(f"{name} must be {rule}, got {value!r}", exit_code=2)
+    free_mb = available_memory_mb() if memory_mb is not None else None
+    if free_mb is not None and budget > free_mb:
+        raise EvalError(f"--exact-memory-mb {budget:g} is more than this machine has free ({free_mb:,.0f} MB"
+                        f"{' on the GPU' if _on_gpu() else ''}); give at most that (default {DEFAULT_EXACT_MEMORY_MB:g})",
+                        exit_code=2)
     for planned in resolved:
         try:
             count = len(task_answer_set(planned.task))

@@ -81,7 +81,7 @@ def _run_with_timeout(fn: Callable[[], Any], timeout: float | None) -> tuple[str
     if timeout is None:
         try:
             return "ok", fn()
-        except Exception as exc:  # noqa: BLE001
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in a reward is its failure, not the run's end
             return "error", exc
     box: dict[str, Any] = {}
 
@@ -201,7 +201,7 @@ class AsyncSafeReward(SafeReward):
         if self.timeout is None:  # batch call first; isolate samples only if it fails
             try:
                 out = await self.fn(**kwargs)
-            except Exception:  # noqa: BLE001
+            except (Exception, SystemExit):  # noqa: BLE001
                 out = None
             rewards = self._from_batch(out, n, kwargs)
             if rewards is not None:
@@ -213,7 +213,7 @@ class AsyncSafeReward(SafeReward):
                 out = await (asyncio.wait_for(coro, self.timeout) if self.timeout is not None else coro)
             except asyncio.TimeoutError:
                 return "timeout", None
-            except Exception as exc:  # noqa: BLE001
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
                 return "error", exc
             value = _as_list(out, 1)
             if value is None or value[0] is BAD:

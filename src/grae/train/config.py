@@ -104,6 +104,10 @@ class TrainConfig:
     #: "module.function"; f(prompts, completions, **columns) -> list of floats, the dataset's ``answer`` column
     #: among the columns). TRL sums them (weights: trl.reward_weights). One string is a list of one
     reward_funcs: list | str = field(default_factory=lambda: ["task"])
+    #: seconds each reward function may take per sample (None: no limit). With a limit each function is called one
+    #: sample at a time; a sample that overruns gets no reward (missing, weight 0; its thread is abandoned), and a
+    #: function that overruns on every sample of a batch stops the run naming it (grae.rewards.safe_reward)
+    reward_timeout: float | None = None
     #: grae estimator name (``grae estimators`` lists them)
     estimator: str = "agrae"
     #: the estimator's parameters (``grae estimators`` lists them with defaults), e.g. {alpha: 0.5}
@@ -174,6 +178,7 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     ``task.name`` without ``task.params`` resets the task's)."""
     overrides = {key.replace("-", "_") if key.replace("-", "_") in _RECIPE_ONLY else key: value
                  for key, value in (overrides or {}).items()}
+    given = list(overrides)
     try:
         recipe = recipe_assignments(overrides)  # --dataset_name openai/gsm8k, --dtype bfloat16, as trl grpo takes them
     except RecipeError as err:
@@ -189,7 +194,10 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     explicit = dotted_keys(raw) if path is not None and path.parent != CONFIG_DIR else set()
     if "train_size" in (raw.get("task") or {}):
         recipe.pop("task.train_size", None)  # the whole split only where no size is given
-    overrides = {**recipe, **{_flat_key(key): value for key, value in overrides.items()}}  # dotted keys win
+    dotted = {_flat_key(key): value for key, value in overrides.items()}
+    _refuse_two_spellings([*[(key, _flat_key(key)) for key in overrides], *_recipe_sources(given, recipe)],
+                          "on the command line")
+    overrides = {**recipe, **dotted}
     # A different estimator (task) starts from its own defaults: parameters written for the
     # configured one are dropped unless replaced as a whole; dotted ones are applied on top.
     if "estimator" in overrides and "estimator_params" not in overrides:
@@ -252,16 +260,50 @@ def _flat_key(key: str) -> str:
     return key
 
 
+def _recipe_sources(given: list[str], recipe: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(key as given, dotted key it sets)`` for the ``trl grpo`` script keys among ``given`` whose assignment
+    is in ``recipe`` (:func:`grae.train.trl_recipe.recipe_assignments`)."""
+    targets = {**RENAMED, **{key: f"trl.model_init_kwargs.{target}" for key, target in MODEL_INIT_KEYS.items()},
+               "dataset_name": "task.name"}
+    return [(key, targets[key]) for key in given if key in targets and targets[key] in recipe]
+
+
+def _refuse_two_spellings(pairs: list[tuple[str, str]], where: str) -> None:
+    """Refuse one setting given under two names (``model`` and ``model_name_or_path``, ``learning_rate`` and
+    ``trl.learning_rate``): ``pairs`` are ``(key as given, dotted key it sets)``; the later would drop the
+    earlier without a word."""
+    seen: dict[str, str] = {}
+    for key, target in pairs:
+        if target in seen and seen[target] != key:
+            raise ConfigError(f"{target}: given twice {where}, as {seen[target]} and as {key}; one setting takes one "
+                              "spelling: keep one of them")
+        seen.setdefault(target, key)
+
+
+def _dotted_keys(raw: dict, prefix: str = "") -> list[str]:
+    """Every leaf of ``raw`` as a dotted key (``{trl: {learning_rate: 1}}`` → ``trl.learning_rate``)."""
+    out = []
+    for key, value in raw.items():
+        path = f"{prefix}{key}"
+        out += _dotted_keys(value, f"{path}.") if isinstance(value, dict) and value else [path]
+    return out
+
+
 def flat_trl_keys(raw: dict, where: str) -> dict:
     """Move top-level GRPOConfig fields (a TRL recipe YAML) under ``trl`` and map the ``trl grpo`` script's
     own keys to grae's (:func:`grae.train.trl_recipe.recipe_assignments`: model, dataset, model loading,
     LoRA — ``lora_*`` count only with ``use_peft: true``, from TRL's ``ModelConfig`` defaults)."""
     raw = dict(raw)
+    given = list(raw)
     try:
         recipe = recipe_assignments(raw)
     except RecipeError as err:
         raise ConfigError(f"{err} ({where})") from None
     targets = {key: _flat_key(key) for key in raw}
+    nested = [(path, path) for key, target in targets.items() if key == target and isinstance(raw[key], dict)
+              for path in _dotted_keys(raw[key], f"{key}.")]
+    _refuse_two_spellings([*nested, *[(key, target) for key, target in targets.items() if not isinstance(raw[key], dict)
+                                      or key != target], *_recipe_sources(given, recipe)], f"in {where}")
     out = {key: raw[key] for key, target in targets.items() if key == target}
     for key, target in targets.items():
         if key != target:
@@ -386,6 +428,8 @@ def validate(cfg: TrainConfig) -> None:
                               "drop peft or sync_ref_model")
     if cfg.peft is not None:
         lora_config(cfg.peft)
+    if cfg.reward_timeout is not None and not cfg.reward_timeout > 0:
+        raise ConfigError(f"reward_timeout: must be > 0 seconds per sample (or null: no limit), got {cfg.reward_timeout}")
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
@@ -429,12 +473,12 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):
         raise ConfigError(f"eval: n and num_problems must be >= 1, got n={cfg.eval.n}, num_problems={cfg.eval.num_problems}")
-    from grae.eval.backends import MAX_TEMPERATURE
+    from grae.eval.backends import MAX_TEMPERATURE, MIN_TEMPERATURE, MIN_TOP_P
 
     e = cfg.eval
-    for name, bad, rule in [("eval.temperature", not 0 <= e.temperature <= MAX_TEMPERATURE,
-                             f"in [0, {MAX_TEMPERATURE:g}] (0 = greedy)"),
-                            ("eval.top_p", not 0 < e.top_p <= 1, "in (0, 1]"),
+    for name, bad, rule in [("eval.temperature", not (e.temperature == 0 or MIN_TEMPERATURE <= e.temperature <= MAX_TEMPERATURE),
+                             f"0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]"),
+                            ("eval.top_p", not MIN_TOP_P <= e.top_p <= 1, f"in [{MIN_TOP_P:g}, 1]"),
                             ("eval.max_tokens", e.max_tokens < 1, ">= 1"), ("eval.batch_size", e.batch_size < 1, ">= 1")]:
         if bad:
             raise ConfigError(f"{name}: must be {rule}, got {getattr(e, name.split('.')[1])}")
@@ -456,6 +500,14 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.trl.get("temperature", 0) > MAX_TEMPERATURE:
         raise ConfigError(f"trl.temperature: must be in (0, {MAX_TEMPERATURE:g}] (above, every token is about equally "
                           f"likely), got {cfg.trl['temperature']}")
+    if 0 < cfg.trl.get("temperature", 1) < MIN_TEMPERATURE:
+        raise ConfigError(f"trl.temperature: must be at least {MIN_TEMPERATURE:g}, got {cfg.trl['temperature']:g}: below, "
+                          "the logits divided by it overflow in half precision and the sampling probabilities become "
+                          f"non-finite (vLLM raises such a temperature to {MIN_TEMPERATURE:g} too)")
+    if 0 < cfg.trl.get("top_p", 1) < MIN_TOP_P:
+        raise ConfigError(f"trl.top_p: must be at least {MIN_TOP_P:g}, got {cfg.trl['top_p']:g}: any top_p below the most "
+                          "probable token's probability (>= 1/vocabulary size) keeps that token alone, so a smaller "
+                          f"one changes nothing but rounds to 0 in float32; write {MIN_TOP_P:g}")
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
     if args.learning_rate > MAX_LEARNING_RATE and not cfg.allow_large_learning_rate:
         raise ConfigError(f"trl.learning_rate: {args.learning_rate:g} is above {MAX_LEARNING_RATE:g}, where training "

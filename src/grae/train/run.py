@@ -79,7 +79,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
     from grae.advantage import get_estimator, with_reward_correction
     from grae.data import get_task
-    from grae.engines.trl import GraeTrainer
+    from grae.engines.trl import GraeTrainer, scale_from_trl
     from grae.presets import resolve_model
     from grae.train.callbacks import (
         CompletionBudget,
@@ -107,7 +107,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     try:
         train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
         heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:  # RuntimeError: a hub dataset that cannot be read (grae.data.hub)
         raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
     reward_funcs = resolve_rewards(cfg, task)
     try:
@@ -148,6 +148,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     wait_for_everyone(args)
 
     estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
+    # TRL's scale_rewards is the estimator's scale (as GraeTrainer maps it for a named estimator): the object
+    # is built here, so the mapping is made here
+    scale = scale_from_trl(dict(estimator.params), cfg.estimator_params, args.scale_rewards,
+                           args.multi_objective_aggregation)
+    if scale:
+        estimator = get_estimator(cfg.estimator, **{**cfg.estimator_params, **scale})
     if cfg.reward_correction:
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     resume_step = checkpoint_step(resume_from) if resume else None
@@ -182,6 +188,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         cov_loss=cfg.cov_loss,
         sampling=cfg.sampling,
         rollouts=cfg.rollouts,
+        reward_timeout=cfg.reward_timeout,
         peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
     )
     trainer.grae_run_id = run_id

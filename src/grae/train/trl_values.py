@@ -14,7 +14,8 @@ Nothing here is a copy of TRL's lists:
 * ``report_to`` takes transformers' ``INTEGRATION_TO_CALLBACK`` names plus ``all``/``none``, and an
   integration whose package is not installed is refused too (the Trainer would raise on building it).
 
-Fields typed by an ``Enum`` (``optim``, ``lr_scheduler_type``, …) are already checked by ``GRPOConfig``.
+* a field typed by an ``Enum`` (``lr_scheduler_type``, ``optim``, ``save_strategy``, …) takes the enum's values
+  (``GRPOConfig`` checks them too, but its error names the value, not the key).
 """
 
 from __future__ import annotations
@@ -78,10 +79,26 @@ def _compile_modes() -> tuple[str, ...]:
 LIBRARY_ENUMS = {"cache_implementation": _cache_implementations, "torch_compile_mode": _compile_modes}
 
 
+def enum_values() -> dict[str, tuple[str, ...]]:
+    """GRPOConfig's fields typed by an ``Enum`` (``SchedulerType | str``, …) → the enum's values."""
+    import enum
+    import typing
+
+    from trl import GRPOConfig
+
+    out = {}
+    for name, hint in typing.get_type_hints(GRPOConfig).items():
+        enums = [o for o in typing.get_args(hint) or (hint,) if isinstance(o, type) and issubclass(o, enum.Enum)]
+        if enums:
+            out[name] = tuple(str(member.value) for member in enums[0])
+    return out
+
+
 @functools.cache
 def allowed_values() -> dict[str, tuple[str, ...]]:
-    """Every enumerated GRPOConfig field (other than enum-typed ones) → the values TRL accepts."""
-    out = {f.name: tuple(f.metadata["choices"]) for f in trl_fields().values() if f.metadata.get("choices")}
+    """Every enumerated GRPOConfig field → the values TRL accepts."""
+    out = enum_values()
+    out.update({f.name: tuple(f.metadata["choices"]) for f in trl_fields().values() if f.metadata.get("choices")})
     out.update({name: documented_values(name) for name in DOCUMENTED_ENUMS})
     for name, values in LIBRARY_ENUMS.items():
         try:

@@ -107,6 +107,7 @@ from grae.engines.trl.estimator import (
     answer_ids,
     find_answer_fn,
     resolve_estimator,
+    scale_from_trl,
     scale_rewards_problem,
     stable_key,
     trl_default_params,
@@ -120,5 +121,5 @@ __all__ = [
     "ANSWER_CONTEXT", "COMPLETE_MARKER", "MODEL_INPUT_KEYS", "ROW_NORMALISED_LOSS_TYPES", "SAMPLING_STATE_FILE",
     "STATE_FILE", "TRL_CONTEXT", "TRL_DEFAULT_SCALE", "TRL_STD_EPS", "GraeTrainer", "_cov_loss_config",
     "_held_records", "answer_ids", "checkpoint_damage", "find_answer_fn", "latest_complete_checkpoint",
-    "model_input_kwargs", "resolve_estimator", "scale_rewards_problem", "stable_key", "trl_default_params",
+    "model_input_kwargs", "resolve_estimator", "scale_from_trl", "scale_rewards_problem", "stable_key", "trl_default_params",
 ]

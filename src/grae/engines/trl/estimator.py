@@ -40,6 +40,17 @@ def trl_default_params(estimator: str | EstimatorLike, params: dict[str, Any] | 
     return params
 
 
+def scale_from_trl(params: dict[str, Any], given: dict[str, Any], trl_scale: str, aggregation: str) -> dict[str, Any]:
+    """``{"scale": …}`` that TRL's ``scale_rewards`` (``"batch"`` under ``normalize_then_sum``) gives an
+    estimator with a ``scale`` parameter whose ``scale`` the user left unset (``params``: its parameters;
+    ``given``: the ones the user set), as GraeTrainer maps them for a named estimator; ``{}`` otherwise.
+    For callers that build the estimator object themselves (``grae train``: a reward correction wraps it)."""
+    if "scale" not in params or "scale" in given:
+        return {}
+    scale = "batch" if aggregation == "normalize_then_sum" else trl_scale
+    return {"scale": scale} if scale != TRL_DEFAULT_SCALE or aggregation == "normalize_then_sum" else {}
+
+
 def scale_rewards_problem(name: str, params: dict[str, Any], trl_scale: str, *, explicit: bool) -> str | None:
     """Why TRL's ``scale_rewards`` cannot become estimator ``name``'s ``scale`` (``params``: its
     parameters; ``explicit``: the user set ``scale`` itself), or None. Checked by ``grae train`` before
