@@ -407,7 +407,13 @@ def attempt_row(design_path: Path) -> str:
         cr = rep["criteria"]
         c_cells = "; ".join(f"− {n.split(' (')[0]} {fmt(iv)}" for n, iv in rep["c_grpo_minus_reference_pass1"].items())
         gap = np.mean(rep["train_minus_heldout_pass1"]) if rep["train_minus_heldout_pass1"] else float("nan")
-        row += [f"GRPO pass@1 {rep['grpo'].get('1', float('nan')):.1f}: {c_cells}; gap {gap:+.1f} ({cr['c']})",
+        if len(rep["seeds_done"]) < 2:  # no interval: say what finished
+            per_seed = "; ".join(f"seed {s}: pass@1 {c['1']:.1f}, pass@{k_show} {c[str(k_show)]:.1f}"
+                                 for s, c in rep["grpo_per_seed"].items()) or "no seed finished (the pilot was cut)"
+            c_cells = f"{per_seed}; no interval with {len(rep['seeds_done'])} seed(s)"
+        head = f"GRPO pass@1 {rep['grpo']['1']:.1f}: " if rep["grpo"] else ""
+        gap_cell = f"; gap {gap:+.1f}" if np.isfinite(gap) else ""
+        row += [f"{head}{c_cells}{gap_cell} ({cr['c']})",
                 f"GRPO − base at k_L {fmt(rep['d_grpo_minus_base_at_kL'])}; on S {fmt(rep['d_grpo_minus_base_at_kL_on_S'])}"
                 f" ({cr['d']})",
                 f"{max(rep['training_minutes']):.1f} core-min ({cr['e']})" if rep["training_minutes"] else "—",
@@ -425,7 +431,9 @@ def write_table() -> str:
               "gate | what it changed |", "|" + "---|" * 12]
     rows = [attempt_row(p) for p in sorted(Path("studies/design").glob("gate_v2_*.yaml"))
             if (REPORTS / load_design(p)["name"] / "base.json").exists()]
-    text = (Path(__file__).with_name("gate_v2_intro.md").read_text() + "\n".join(header + rows) + "\n")
+    here = Path(__file__).parent
+    text = ((here / "gate_v2_intro.md").read_text() + "\n".join(header + rows) + "\n"
+            + (here / "gate_v2_analysis.md").read_text())
     (REPORTS / "README.md").write_text(text)
     return text
 
