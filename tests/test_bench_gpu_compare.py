@@ -29,7 +29,10 @@ def test_gpu_compare_sitting_brings_back_the_chosen_seeds_rows(tmp_path):
                            "task": {"train_size": 100}, "eval": {"num_problems": 4, "n": 4, "batch_size": 16},
                            "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4}},
              "methods": {"grpo": {"estimator": "grpo"}}, "seeds": [1, 2],
-             "baseline": "grpo", "output_dir": "runs/studies/sitting", "frontier": [], "parallel": 1}
+             "baseline": "grpo", "output_dir": "runs/studies/sitting", "frontier": [], "parallel": 1,
+             # a study-level eval (as every committed study that packs rows): its report reads the archives' rows,
+             # never the jobs' sample files, which archives do not carry (study_rows pack refuses otherwise)
+             "eval": {"num_problems": 4, "n": 4}}
     (work / "sitting.yaml").write_text(yaml.safe_dump(study))
     env = {**os.environ, "OUT": str(out), "SITE": str(site), "SEEDS": "2", "PARALLEL": "1", "OMP_NUM_THREADS": "1",
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}

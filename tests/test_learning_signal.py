@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grae.train.learning_signal import NO_SIGNAL_STEPS, NoSignalWatch, likely_causes, progress_mark, step_without_signal
+from grae.engines.learning_signal import NO_SIGNAL_STEPS, NoSignalWatch, likely_causes, progress_mark, step_without_signal
 from timeouts import scaled
 
 STATE = SimpleNamespace(is_world_process_zero=True, global_step=0)

@@ -277,7 +277,7 @@ def test_graetrainer_warns_of_a_run_without_learning_signal_on_trls_keys(tmp_pat
 
 
 def test_the_trl_key_alone_tells_a_step_without_signal_and_the_watch_is_added_once(tmp_path):
-    from grae.train.learning_signal import NoSignalWatch, step_without_signal
+    from grae.engines.learning_signal import NoSignalWatch, step_without_signal
 
     assert step_without_signal({"reward": 0.0, "frac_reward_zero_std": 1.0}) is True
     assert step_without_signal({"reward": 0.5, "frac_reward_zero_std": 0.5}) is False

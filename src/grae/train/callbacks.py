@@ -9,8 +9,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from grae.engines.learning_signal import likely_causes, progress_mark
 from grae.io import append_jsonl, atomic_write_text
-from grae.train.learning_signal import likely_causes, progress_mark
 
 #: metrics.jsonl column -> TRL/GraeTrainer log key
 COLUMNS = {

@@ -30,6 +30,7 @@ import yaml
 from grae.engines.rollouts import RolloutOptions
 from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
+from grae.train.errors import ConfigError
 from grae.train.model_defaults import dotted_keys, fill_pretrained_defaults, fit_sizes, is_tiny
 from grae.train.trl_recipe import (
     DATASET_KEYS,
@@ -45,10 +46,6 @@ from grae.train.trl_values import trl_fields
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
 MAX_LEARNING_RATE = 1.0
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with the key path and the fix in the message."""
 
 
 @dataclass
@@ -167,7 +164,7 @@ class TrainConfig:
     notes: typing.ClassVar[tuple[str, ...]] = ()
     #: logged steps without learning signal (no group with non-zero advantage: every group's rewards equal) in a
     #: row after which one warning names the likely causes (reward format, token budget, task difficulty); each
-    #: such step is also said on the console at once. 0: no warning (grae.train.learning_signal)
+    #: such step is also said on the console at once. 0: no warning (grae.engines.learning_signal)
     no_signal_steps: int = 3
 
 

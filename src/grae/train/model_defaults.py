@@ -75,9 +75,9 @@ def fit_sizes(cfg: Any, task: Any) -> list[str]:
     """Fit ``cfg.task.train_size`` and ``cfg.eval.num_problems`` to a dataset task whose splits are loaded
     (:class:`grae.data.RowsTask`): a size above what the data has is lowered to all it has, with one line
     saying so (returned), when it was a default; one the user gave (``cfg.explicit_keys``; None: every key)
-    is refused with :class:`~grae.train.config.ConfigError` naming the key. ``cfg`` is changed in place."""
+    is refused with :class:`~grae.train.errors.ConfigError` naming the key. ``cfg`` is changed in place."""
     from grae.data import RowsTask
-    from grae.train.config import ConfigError
+    from grae.train.errors import ConfigError
 
     if not isinstance(task, RowsTask) or task.eval_only:
         return []

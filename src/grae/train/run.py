@@ -79,6 +79,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
     from grae.advantage import get_estimator, with_reward_correction
     from grae.data import get_task
+    from grae.engines.learning_signal import NoSignalWatch
     from grae.engines.trl import GraeTrainer, scale_from_trl
     from grae.presets import resolve_model
     from grae.train.callbacks import (
@@ -93,7 +94,6 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         is_model_only,
     )
     from grae.train.checkpoints import latest_complete_checkpoint
-    from grae.train.learning_signal import NoSignalWatch
 
     out = Path(cfg.output_dir)
     checkpoints = out / "checkpoints"
