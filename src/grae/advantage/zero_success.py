@@ -66,7 +66,9 @@ class ZeroSuccessGate(Estimator):
               f"{self.base!r} requires estimator context ({', '.join(sorted(est.requires))}), which the gate does not "
               "pass on; use nsr (default) or ngrpo")
         # the base's input policy is the gate's: pass@k bases refuse graded rewards, A-GRAE's rewards outside [0, 1]
-        self.requires_binary, self.requires_unit_interval = est.requires_binary, est.requires_unit_interval
+        # (per instance: which base the gate wraps is a constructor argument, so the class default cannot say it)
+        self.requires_binary = est.requires_binary  # type: ignore[misc]
+        self.requires_unit_interval = est.requires_unit_interval  # type: ignore[misc]
         return est
 
     def _check_base_learns_from_failures(self) -> None:
