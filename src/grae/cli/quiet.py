@@ -19,6 +19,7 @@ QUIET_ENV = {
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
     "DATASETS_VERBOSITY": "error",
+    "TQDM_DISABLE": "1",  # other tqdm bars (transformers' GGUF conversion of the smollm2 preset); grae's bars are rich's
 }
 
 
