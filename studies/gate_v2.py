@@ -47,13 +47,14 @@ import resource
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
+from gate_criteria import KS, passk_curve  # gate v1's exact pass@k curve (this folder is the script's sys.path[0])
 
-KS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DECIDING_KS = (64, 128, 256)
 TEMPERATURES = (0.3, 0.5, 0.7, 1.0)
 TEMPERATURE_PROBLEMS = 200
@@ -61,11 +62,6 @@ SAMPLED_N = 64
 S_BAND = (1 / 1024, 1 / 16)
 S_MIN = 150
 REPORTS = Path("studies/reports/gate_v2")
-
-
-def passk_curve(p: np.ndarray, ks=KS) -> dict[int, float]:
-    """Exact pass@k = mean over problems of 1 − (1 − p)^k, in points."""
-    return {k: float(100 * np.mean(1 - (1 - np.clip(p, 0, 1)) ** k)) for k in ks}
 
 
 def per_problem_passk(p: np.ndarray, ks) -> np.ndarray:
@@ -156,21 +152,20 @@ def base_step(design_path: Path) -> dict[str, Any]:
     for r in rows:
         by_q.setdefault(str(r["question_id"]), []).append(r)
     gold_traces = {str(e["question_id"]): [int(v) for v in str(e["answer"]).split()] for e in heldout}
-    in_format = np.array([np.mean([(lambda t: t is not None and len(t) == len(gold_traces[q]))(
-        parse_trace(str(r["response"]))) for r in by_q[q]]) for q in gold_traces])
+    sampled = {q: [parse_trace(str(r["response"])) for r in rs] for q, rs in by_q.items()}  # each response once
+    in_format = np.array([np.mean([t is not None and len(t) == len(gold_traces[q]) for t in sampled[q]])
+                          for q in gold_traces])
     oracle = np.where(in_format > 0, p / np.maximum(in_format, 1 / SAMPLED_N), p)
     # the base's errors per running total, over its wrong well-formed traces
     width = max(len(g) for g in gold_traces.values())
     errors: list[list[int]] = [[] for _ in range(width)]
-    wrong_traces: dict[str, int] = {}
-    for q, rs in by_q.items():
+    wrong_traces: Counter[str] = Counter()
+    for q, traces in sampled.items():
         gold = gold_traces[q]
-        for r in rs:
-            t = parse_trace(str(r["response"]))
+        for t in traces:
             if t is None or t == gold:
                 continue
-            key = " ".join(map(str, t))
-            wrong_traces[key] = wrong_traces.get(key, 0) + 1
+            wrong_traces[" ".join(map(str, t))] += 1
             if len(t) == len(gold):
                 for j, (a, g) in enumerate(zip(t, gold)):
                     if a != g:
@@ -178,13 +173,11 @@ def base_step(design_path: Path) -> dict[str, Any]:
     w = [int(math.ceil(np.mean(e))) if e else 1 for e in errors]
     near = np.array([np.prod([1 / (2 * w[j] + 1) for j in range(len(g))]) for g in gold_traces.values()])
     train = task.train(train_cfg["task"]["train_size"], seed=design["seeds"][0])
-    train_freq: dict[str, int] = {}
-    for e in train:
-        train_freq[" ".join(str(e["answer"]).split())] = train_freq.get(" ".join(str(e["answer"]).split()), 0) + 1
-    golds = [" ".join(str(e["answer"]).split()) for e in heldout]
-    prior = np.array([train_freq.get(g, 0) / len(train) for g in golds])
+    train_freq = Counter(str(e["answer"]) for e in train)  # gold traces are single-spaced (trace_answer)
+    golds = [str(e["answer"]) for e in heldout]
+    prior = np.array([train_freq[g] / len(train) for g in golds])
     n_wrong = max(1, sum(wrong_traces.values()))
-    base_wrong = np.array([wrong_traces.get(g, 0) / n_wrong for g in golds])
+    base_wrong = np.array([wrong_traces[g] / n_wrong for g in golds])
 
     sub = train[:TEMPERATURE_PROBLEMS]
     by_t = {t: float(100 * gold_probs(model, tok, sub, t).mean()) for t in TEMPERATURES}
