@@ -31,9 +31,11 @@ venv: $(TEST_STAMP)
 train: $(TRAIN_STAMP)
 	$(VENV)/bin/grae train
 
-## The test suite (what CI runs).
+## The test suite (what CI runs). TEST_THREADS: torch threads per test process (1 by default; the suite
+## must pass at 1 and at 2).
+TEST_THREADS ?= 1
 test: $(TEST_STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
+	GRAE_TEST_THREADS=$(TEST_THREADS) $(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
 
 ## Lint (ruff, config in pyproject.toml) and type-check the core (mypy: advantage, loss, metrics, groups).
 lint: $(TEST_STAMP)
