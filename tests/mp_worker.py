@@ -73,8 +73,9 @@ def make_disagreeing_reward(modes: list[str]):
 
     def disagree(completions, **kwargs):
         rank = PartialState().process_index
-        mode = modes[min(calls["n"], len(modes) - 1)]
-        calls["n"] += 1
+        if len(completions) > 1:  # a generation batch's call; the per-sample retries after it keep its mode
+            calls["n"] += 1
+        mode = modes[min(calls["n"] - 1, len(modes) - 1)]
         scores = parity(completions)
         if mode == "all_correct_vs_mixed":
             return [1.0] * len(completions) if rank == 0 else scores
@@ -82,9 +83,12 @@ def make_disagreeing_reward(modes: list[str]):
             raise ValueError(f"verifier crashed (rank {rank})")
         if rank == 0:
             return scores
-        if len(completions) > 1:  # the batch call: every third sample is the odd one
-            calls["odd"] = {c for c in completions[::3]}
-        third = [c in calls["odd"] for c in completions]
+        if len(completions) > 1:  # the batch call: every third sample (by position, texts can repeat) is odd
+            third = [i % 3 == 0 for i in range(len(completions))]
+            calls["retry"] = 0
+        else:  # the per-sample retries come in the batch's order
+            third = [calls["retry"] % 3 == 0]
+            calls["retry"] += 1
         if mode == "missing_on_one_rank":
             return [None if t else s for t, s in zip(third, scores)]
         if mode == "raising_on_one_rank":

@@ -5,11 +5,12 @@ test failure naming the run that hung, never a stuck CI. What the ranks disagree
 
 * ``test_ranks_that_disagree[<estimator>-<mode>]`` — every registered estimator, one generation batch
   per mode of ``mp_worker.MODES``: one rank all-correct and the other mixed; a missing reward on one
-  rank only; a reward function raising on some samples / on every sample of one rank only; ±inf, NaN
-  and a string from one rank only. Both ranks must see the same gathered rewards and estimator result,
+  rank only; a reward function raising on some samples of one rank only; ±inf, NaN and a string from
+  one rank only. Both ranks must see the same gathered rewards and estimator result,
   equal to the registry estimator's, and keep their own slice of it.
 * ``test_total_reward_failure_stops_every_rank`` — a function failing on every sample of both ranks
-  stops both ranks with the same error (no rank left waiting).
+  stops both ranks with the same error (no rank left waiting); ``test_reward_failing_on_every_sample_of_one_rank_...``
+  — failing on every sample of rank 1 alone stops both ranks too, with a line naming rank 1.
 * ``test_one_and_two_processes_agree[...]`` — the same prompts and completions (a deterministic
   stand-in for generation) on 1 process and on 2: the same advantages, weights, per-step loss and
   final parameters to 1e-6, with gradient accumulation > 1, ``steps_per_generation`` > 1,
@@ -44,8 +45,7 @@ from timeouts import scaled  # noqa: E402
 # both torchrun modules share one xdist group: one worker runs them one after another (tests/conftest.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.xdist_group("multiprocess")]
 WORKER = Path(__file__).with_name("mp_worker.py")
-DISAGREEMENTS = ["all_correct_vs_mixed", "missing_on_one_rank", "raising_on_one_rank", "all_raising_on_one_rank",
-                 "inf_on_one_rank"]
+DISAGREEMENTS = ["all_correct_vs_mixed", "missing_on_one_rank", "raising_on_one_rank", "inf_on_one_rank"]
 TOL = 1e-6
 
 
@@ -109,7 +109,8 @@ def disagreeing(tmp_path_factory):
     runs += [{"name": name, "steps": GENERATE_EVERY * len(DISAGREEMENTS), **spec, **modes,
               "config": dict(gradient_accumulation_steps=2, steps_per_generation=4, num_iterations=2)}
              for name, spec in ACCUMULATION.items()]
-    runs.append({"name": "all_raising", "estimator": "psr", "reward": "disagree", "modes": ["all_raising"], "steps": 2})
+    for stopping in ["all_raising", "all_raising_on_one_rank"]:
+        runs.append({"name": stopping, "estimator": "psr", "reward": "disagree", "modes": [stopping], "steps": 2})
     return launch(tmp_path_factory.mktemp("disagree"), runs, 2, timeout=480)
 
 
@@ -174,6 +175,19 @@ def check_disagreeing_ranks(ranks: list[dict], run: str, name: str, mode: str) -
 def test_total_reward_failure_stops_every_rank(disagreeing):
     errors = [r.get("error", "") for r in disagreeing["all_raising"]]
     assert all(e.startswith("RewardFunctionError") and "failed on all 16 samples" in e for e in errors), errors
+
+
+@pytest.mark.timeout(scaled(600))
+def test_reward_failing_on_every_sample_of_one_rank_stops_every_rank(disagreeing):
+    """Rank 1's verifier works on none of its 8 samples, rank 0's on all: every rank stops with one error
+    naming rank 1 (not training on rank 0's half with exit 0); rank 1's line carries its own first failure."""
+    ranks = disagreeing["all_raising_on_one_rank"]
+    errors = [r.get("error", "") for r in ranks]
+    head = "RewardFunctionError: reward function 'disagree' failed on every sample of rank 1 of 2 (8 on rank 1)"
+    assert all(e.startswith(head) for e in errors), errors
+    assert "first failure: ValueError: verifier crashed (rank 1)" in errors[1], errors[1]
+    assert "first failure: in rank 1's log" in errors[0], errors[0]
+    assert all(r["losses"] == [] for r in ranks), "a step trained before the stop"
 
 
 # -- 1 process vs 2 processes ----------------------------------------------------------------------

@@ -137,3 +137,21 @@ def test_a_refusal_on_one_rank_alone_is_named_in_the_launchers_summary(model_dir
     log = finish(torchrun_train(model_dir, tmp_path / "D", "--max-steps", "1", "--eval.enabled", "false",
                                 "--reward_funcs", "node_reward:reward"), ok=False)
     assert "exitcode  : 2" in log and "No module named sympy_on_node_2" in log, log[-3000:]
+
+
+def test_a_reward_failing_on_every_sample_of_one_rank_stops_the_run(model_dir, tmp_path, monkeypatch):
+    """A verifier broken on one node only (every call on rank 1 raises; rank 0's all score): `grae train`
+    exits non-zero with one line naming rank 1, instead of training on rank 0's half with exit 0."""
+    (tmp_path / "half_reward.py").write_text(
+        "import os\n"
+        "def reward(completions, **kwargs):\n"
+        "    if os.environ.get('RANK') == '1':\n"
+        "        raise RuntimeError('sympy_on_node_2 missing')\n"
+        "    return [0.5] * len(completions)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    out = tmp_path / "D"
+    log = finish(torchrun_train(model_dir, out, "--max-steps", "2", "--eval.enabled", "false",
+                                "--reward_funcs", "half_reward:reward"), ok=False)
+    assert "failed on every sample of rank 1 of 2" in log, log[-3000:]
+    assert "sympy_on_node_2 missing" in log, log[-3000:]  # rank 1's own first failure reaches the user
+    assert not (out / "final").exists()

@@ -85,9 +85,10 @@ Multi-process rule. Every collective (``gather``, ``reduce``, ``wait_for_everyon
 module is reached unconditionally, or under a condition computed from data that is identical on every
 rank: the gathered batch (rewards, the estimator's result on it) or a config value. A branch on a
 rank's *local* slice that contains a collective deadlocks the ranks that skip it. For the same reason
-a reward function's total failure is decided on the gathered batch (see :mod:`.rewards`),
-never on one rank. ``tests/test_distributed.py`` runs every estimator on 2 processes whose ranks
-disagree, and proves 1-process and 2-process runs give the same advantages, weights and loss.
+a reward function's total failure (on every sample of any rank) is decided together from every
+rank's counts (see :mod:`.rewards`), never by one rank alone. ``tests/test_distributed.py`` runs
+every estimator on 2 processes whose ranks disagree, and proves 1-process and 2-process runs give
+the same advantages, weights and loss.
 
 The package's rooms: :mod:`.trainer` (``GraeTrainer``: TRL's hooks, each a short override calling into the
 rooms below), :mod:`.estimator` (estimator resolution, the gathered rewards, the estimator context, the

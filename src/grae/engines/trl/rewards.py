@@ -1,5 +1,5 @@
 """GraeTrainer's reward-fault containment: every callable reward function wrapped in
-:func:`grae.rewards.safe_reward`, and a function that failed on every sample of the *gathered* batch
+:func:`grae.rewards.safe_reward`, and a function that failed on every sample of any rank's slice
 stopping every rank at once (never one rank alone: the others would wait in the next collective).
 """
 
@@ -11,11 +11,13 @@ from typing import Any
 
 import torch
 
+from grae.rewards.safe import RewardFunctionError, SafeReward
+
 
 def wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple[tuple, dict]:
     """Wrap the callable reward functions (GRPOTrainer's second argument) in ``safe_reward``."""
     from grae.rewards import safe_reward
-    from grae.rewards.safe import AsyncSafeReward, SafeReward
+    from grae.rewards.safe import AsyncSafeReward
 
     def wrap(funcs):
         single = not isinstance(funcs, (list, tuple))
@@ -36,22 +38,37 @@ def wrap_reward_funcs(args: tuple, kwargs: dict, *, fallback, timeout) -> tuple[
 
 
 def stop_on_total_reward_failure(reward_funcs: list[Any], accelerator: Any) -> None:
-    """Stop every rank when a contained reward function failed on every sample of the *global* batch.
+    """Stop every rank when a contained reward function failed on every sample of *any* rank's slice.
 
-    The wrappers never raise on their own (``raise_on_total_failure=False``): a rank whose slice
-    all failed while another's worked would stop alone and leave the others in the next collective.
+    A verifier that works on no sample of one rank (a missing dependency on one node, a broken worker) is
+    a bug there, not noise: training on the other ranks' half of the batch would end with exit 0 and a
+    run that quietly saw half its data. So the rule is the single-process one applied to each rank's
+    own call, decided together: the wrappers never raise on their own (``raise_on_total_failure=False``;
+    a rank stopping alone would leave the others waiting in the next collective), every rank gathers
+    every rank's (samples, failures) and all raise the same error, naming the ranks that failed.
     """
-    from grae.rewards.safe import SafeReward
-
     contained = [f for f in reward_funcs if isinstance(f, SafeReward)]  # config: same on every rank
     if not contained:
         return
-    local = torch.tensor([f.last_call[:2] for f in contained], dtype=torch.long, device=accelerator.device)
-    totals = accelerator.reduce(local, reduction="sum")  # [F, 2] (samples, failures), every rank
-    for func, (n, failures) in zip(contained, totals.tolist()):
-        if n and failures == n:
-            _, _, timeouts, first = func.last_call
-            func._raise_all_failed(n, first, timeouts)
+    local = torch.tensor([f.last_call[:2] for f in contained], dtype=torch.long, device=accelerator.device)  # [F, 2]
+    world = accelerator.num_processes
+    per_rank = accelerator.gather(local).reshape(world, len(contained), 2).tolist()  # [W, F, 2]
+    for i, func in enumerate(contained):
+        failed = [rank for rank in range(world) if per_rank[rank][i][0] and per_rank[rank][i][1] == per_rank[rank][i][0]]
+        if not failed:
+            continue
+        _, _, timeouts, first = func.last_call
+        if len(failed) == world:  # the whole gathered batch: the single-process error
+            func._raise_all_failed(sum(per_rank[r][i][0] for r in range(world)), first, timeouts)
+        mine = accelerator.process_index in failed
+        samples = ", ".join(f"{per_rank[r][i][0]} on rank {r}" for r in failed)
+        what = f"{type(first).__name__}: {first}" if mine and first is not None else (
+            f"timed out after {func.timeout}s" if mine else f"in rank {failed[0]}'s log")
+        raise RewardFunctionError(
+            f"reward function {func.__name__!r} failed on every sample of rank {', '.join(map(str, failed))} "
+            f"of {world} ({samples}); first failure: {what}. A verifier that works on no sample of a rank is "
+            "broken there, so every rank stops instead of training on the other ranks' part of the batch."
+        ) from (first if mine else None)
 
 
 @contextlib.contextmanager

@@ -67,7 +67,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             :func:`grae.rewards.safe_reward`: a sample on which it raises (or overruns
             ``reward_timeout``) gets ``reward_fallback`` (default None = missing, so the estimator
             excludes it), failures are counted and logged, and a function that fails on every sample
-            of a batch stops the run with :class:`grae.rewards.RewardFunctionError` naming it.
+            of a batch (of any rank's part of it) stops the run on every rank with
+            :class:`grae.rewards.RewardFunctionError` naming it (and the rank).
         reward_fallback, reward_timeout: see ``contain_reward_faults``.
         answer_fn: completion text → the verifier's canonical parsed answer (None: unparsable), for estimators
             that need ``answer_id`` (``outcome_explore``); default: the ``parse_answer`` of a grae task's reward.
@@ -185,7 +186,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
     # -- TRL's hooks ----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's gathered rewards, kept for the estimator (:meth:`_keep_rewards`); a contained reward function
-        that failed on every sample of the gathered batch stops every rank, its one line before TRL's
+        that failed on every sample of any rank's slice stops every rank, its one line before TRL's
         "All reward functions returned None" warning (held back until then)."""
         with held_records(logging.getLogger(GRPOTrainer.__module__), "All reward functions returned None") as held:
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
