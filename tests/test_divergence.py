@@ -49,21 +49,57 @@ def test_a_learning_rate_above_the_bound_is_refused_before_the_run_unless_forced
 
 
 def test_a_learning_rate_that_really_diverges_stops_at_its_first_non_finite_step(tmp_path):
-    """trl.learning_rate 1e9, forced, no warm-up: step 1 trains (weights ~1e9, finite: checkpoint-1), step 2's
-    rollouts overflow. Exit 1, one line naming step 2 and the learning rate; checkpoint-1 kept, no final/.
+    """trl.learning_rate 1e9, forced, no warm-up, no save before step 2: step 1 trains (weights ~1e9, finite),
+    step 2's rollouts overflow. Exit 1, one line naming step 2 and the learning rate; no checkpoint, no final/.
     (The tiny model at 10 or 1e6 collapses to reward 0 with finite weights instead: 1e7 is the first power of
     ten whose forward overflows at the full default batch, 1e9 at this small one.)"""
     out = tmp_path / "run"
     result, lines = _train(out, "--learning_rate", "1e9", "--allow_large_learning_rate", "--trl.warmup_steps", "0",
-                           "--max-steps", "3")
+                           "--max-steps", "3", "--save_steps", "10")
     assert result.exit_code == 1, result.output
     assert lines[-1].startswith("error: diverged at step 2: the rollouts' sampling probabilities are non-finite"), lines
     assert "likely cause: the learning rate (trl.learning_rate = 1e+09" in lines[-1]
-    assert f"the last finite checkpoint is {out / 'checkpoints' / 'checkpoint-1'}" in lines[-1]
+    assert "no checkpoint was saved before it, no final/ written" in lines[-1]
     assert "Traceback" not in result.output
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["checkpoint-1"]
-    assert (out / "checkpoints" / "checkpoint-1" / "grae_checkpoint_complete").exists()
-    assert _finite_weights(out / "checkpoints" / "checkpoint-1") and not (out / "final").exists()
+    assert not list((out / "checkpoints").glob("checkpoint-*")) and not (out / "final").exists()
+
+
+def test_finite_weights_whose_logits_overflow_are_never_saved(tmp_path):
+    """Issue 48: the same rate ending after step 1 exited 0 with finite weights (~1e9) in final/, whose
+    evaluation was a traceback. The save's probe forward pass finds the overflow: exit 1, one line naming
+    step 1, the largest weight and the learning rate; no checkpoint, no final/."""
+    out = tmp_path / "run"
+    result, lines = _train(out, "--learning_rate", "1e9", "--allow_large_learning_rate", "--trl.warmup_steps", "0",
+                           "--max-steps", "1")
+    assert result.exit_code == 1, result.output
+    assert lines[-1].startswith("error: diverged at step 1: the model's logits are non-finite on a probe forward "
+                                "pass (its weights are finite, the largest |w| = "), lines
+    assert "likely cause: the learning rate (trl.learning_rate = 1e+09" in lines[-1]
+    assert "Traceback" not in result.output
+    assert not list((out / "checkpoints").glob("checkpoint-*")) and not (out / "final").exists()
+
+
+def test_the_probe_leaves_the_run_unchanged(tmp_path):
+    """The probe runs in eval mode without gradients and draws no random numbers: the training mode is
+    restored and a sampler after it draws what it would have drawn without it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grae.engines.divergence import probe_logits_finite
+    from grae.tiny import tiny_model_path
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path())
+    model.train()
+    torch.manual_seed(0)
+    expected = torch.rand(4)
+    torch.manual_seed(0)
+    finite, largest = probe_logits_finite(model)
+    assert torch.equal(torch.rand(4), expected) and model.training
+    assert finite and largest == max(float(p.detach().abs().max()) for p in model.parameters())
+    with torch.no_grad():
+        model.model.norm.weight.fill_(3e38)  # finite weights, overflowing logits (the final RMSNorm's gain)
+    finite, largest = probe_logits_finite(model)
+    assert not finite and largest == float(torch.tensor(3e38))
 
 
 def test_non_finite_weights_are_never_saved(tmp_path):
@@ -112,3 +148,48 @@ def test_a_non_finite_loss_stops_the_step_before_the_optimizer(tmp_path, monkeyp
     assert result.exit_code == 1, result.output
     assert lines[-1].startswith("error: diverged at step 1: the loss is nan; likely cause: the learning rate "
                                 "(trl.learning_rate = 2e-05) or the reward scale (|r| <= 1)"), lines
+
+
+@pytest.fixture(scope="module")
+def overflowing_model(tmp_path_factory):
+    """The shipped tiny model with a final-norm gain of 3e38: every weight finite, every logit not."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.tiny import tiny_model_path
+
+    folder = tmp_path_factory.mktemp("overflowing")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path())
+    with torch.no_grad():
+        model.model.norm.weight.fill_(3e38)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_path()).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("how", [["--n", "4"], ["--exact", "--task-param", "max_digits=1"]], ids=["sampled", "exact"])
+def test_evaluating_a_model_whose_logits_overflow_is_one_line(overflowing_model, tmp_path, how):
+    """Issue 48: such a model's evaluation was a multinomial traceback (sampled) or `'p' must lie in [0, 1]`
+    (exact). Now one line naming the cause, exit 1, no rows."""
+    import typer
+
+    from grae.cli import eval_cmd
+
+    app = typer.Typer()
+    eval_cmd.register(app)
+    result = CliRunner().invoke(app, ["eval", str(overflowing_model), "--tasks", "chain_sum", "--num-problems", "2",
+                                      "--output", str(tmp_path / "eval"), *how])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("error: the model's next-token probabilities are non-finite while "), lines
+    assert "Traceback" not in result.output and not list(tmp_path.glob("eval/*.jsonl"))
+
+
+def test_training_from_a_model_whose_logits_overflow_is_one_line(overflowing_model, tmp_path):
+    """The base's held-out evaluation names the same cause (exit 1), not a traceback."""
+    result = CliRunner().invoke(_app(), ["--model", str(overflowing_model), "--output-dir", str(tmp_path / "run"),
+                                         "--max-steps", "1", "--eval.num_problems", "2", "--eval.n", "2",
+                                         "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].startswith(
+        "error: held-out evaluation: the model's next-token probabilities are non-finite while sampling"), result.output

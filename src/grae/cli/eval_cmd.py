@@ -141,6 +141,7 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         from rich.table import Table
 
+        from grae.eval.backends import NonFiniteLogitsError
         from grae.eval.jobs import EvalError, evaluate_tasks
         from grae.eval.records import file_stem
 
@@ -229,6 +230,9 @@ def register(app: typer.Typer) -> None:
         except EvalError as err:
             error(console, "error:", err)
             raise typer.Exit(err.exit_code) from None
+        except NonFiniteLogitsError as err:
+            error(console, "error:", err)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             error(console, "interrupted:", "the samples written so far are kept; rerun the same command to resume")
             raise typer.Exit(130) from None

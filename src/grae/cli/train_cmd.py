@@ -310,6 +310,7 @@ def register(app: typer.Typer) -> None:
 
         from rich.markup import escape
 
+        from grae.eval.backends import NonFiniteLogitsError
         from grae.train.run import INTERRUPTED_EXIT, DiskFullError, DivergenceError, run_train
         from grae.train.threads import apply_threads
 
@@ -326,6 +327,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
+            raise typer.Exit(1) from None
+        except NonFiniteLogitsError as err:  # held-out evaluation of a model that overflows (base or trained)
+            error(console, "error: held-out evaluation:", err)
             raise typer.Exit(1) from None
         except Exception as err:  # a write failure outside the guarded writers (run.json, metrics, …): one line
             from pathlib import Path

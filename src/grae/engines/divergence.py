@@ -3,7 +3,9 @@
 :class:`~grae.engines.trl.GraeTrainer` checks, on every training step, the loss and the gradient norm
 (before the optimizer step, so a non-finite gradient never reaches the weights) and the sampling
 distribution of the rollouts (``torch.multinomial`` refuses non-finite probabilities: the logits
-overflowed); at each save, every weight. The first non-finite value raises :class:`DivergenceError`
+overflowed); at each save, every weight and the logits of one probe forward pass
+(:func:`probe_logits_finite`: weights can all be finite, ~1e9 after one step at a huge learning rate,
+and still overflow every logit). The first non-finite value raises :class:`DivergenceError`
 naming the step, what was non-finite and the likely cause (:func:`likely_cause`): the learning rate or
 the reward scale. A checkpoint or a final model with non-finite weights is never written, so the newest
 checkpoint on disk is the last finite one (``grae train`` names it, exits 1 and writes no ``final/``).
@@ -20,8 +22,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-#: the message of ``torch.multinomial`` on a distribution with inf, NaN or negative entries
-NON_FINITE_SAMPLING = "probability tensor contains either `inf`, `nan` or element < 0"
+from grae.eval.backends import NON_FINITE_SAMPLING, NonFiniteLogitsError
+
 #: rewards larger than this (in absolute value) are named as the likely cause before the learning rate
 LARGE_REWARD = 100.0
 #: learning rates above this are named as the likely cause (Adam moves every weight by about the rate per step)
@@ -64,9 +66,34 @@ def non_finite_count(tensors: Iterable[Any]) -> tuple[int, int]:
     return bad, total
 
 
+#: the probe's input: this many token ids from 0 up (any ids do: weights that overflow, overflow on all inputs)
+PROBE_TOKENS = 8
+
+
+def probe_logits_finite(model: Any) -> tuple[bool, float]:
+    """``(every logit finite, largest |weight|)`` of one forward pass of ``model`` on :data:`PROBE_TOKENS`
+    token ids, in eval mode (dropout off: no random numbers drawn, so a run's sampling is unchanged) and
+    without gradients; the model's training mode is restored. Every process must call it (sharded models
+    gather their weights in the forward)."""
+    import torch
+
+    params = list(model.parameters())
+    largest = max((float(p.detach().abs().max()) for p in params if p.numel() and p.is_floating_point()), default=0.0)
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 0) or PROBE_TOKENS
+    ids = torch.arange(min(PROBE_TOKENS, vocab), device=params[0].device)[None]  # [1, T]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits  # [1, T, V]
+    finally:
+        model.train(was_training)
+    return bool(torch.isfinite(logits).all()), largest
+
+
 def is_non_finite_sampling(err: BaseException) -> bool:
     """``err`` is ``torch.multinomial`` refusing a non-finite distribution (the rollouts' logits overflowed)."""
-    return isinstance(err, RuntimeError) and NON_FINITE_SAMPLING in str(err)
+    return isinstance(err, NonFiniteLogitsError) or (isinstance(err, RuntimeError) and NON_FINITE_SAMPLING in str(err))
 
 
 def describe(value: float) -> str:

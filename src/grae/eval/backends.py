@@ -65,6 +65,20 @@ MIN_TEMPERATURE = 0.01
 MIN_TOP_P = 1e-6
 
 
+#: the message of ``torch.multinomial`` on a distribution with inf, NaN or negative entries
+NON_FINITE_SAMPLING = "probability tensor contains either `inf`, `nan` or element < 0"
+
+
+class NonFiniteLogitsError(RuntimeError):
+    """The model's next-token distribution is not finite (its logits overflow or are NaN: weights that
+    diverged in training, or a broken checkpoint), so nothing can be sampled or scored from it."""
+
+    def __init__(self, while_: str):
+        super().__init__(f"the model's next-token probabilities are non-finite while {while_} (its logits overflow "
+                         "or are NaN: weights that diverged in training, or a broken checkpoint); evaluate an "
+                         "earlier checkpoint, or retrain at a lower learning rate")
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
     """What is sampled: identical for every backend. ``temperature=0`` means greedy."""
@@ -197,6 +211,10 @@ class HFSampler:
                 out = self._decode(enc, kwargs) if images is None else None
                 if out is None:
                     out = self._generate(enc, kwargs, max_new)
+        except RuntimeError as err:
+            if NON_FINITE_SAMPLING not in str(err):
+                raise
+            raise NonFiniteLogitsError("sampling") from None
         finally:
             if was_training:
                 model.train()

@@ -165,6 +165,10 @@ class CandidateScorer:
                 if on_chunk is not None:
                     on_chunk(min(start + size, count), count)
         total = torch.cat(totals).masked_fill(self.too_long, float("-inf"))  # [C]
+        if bool(total.isnan().any()):  # -inf is a candidate the nucleus drops; NaN, logits that overflowed
+            from .backends import NonFiniteLogitsError
+
+            raise NonFiniteLogitsError("scoring the candidate answers")
         return total.double().numpy()
 
     def _score_chunk(self, prompt_cache, first, prompt_len: int, rows: slice, device):

@@ -20,7 +20,14 @@ import torch
 from trl import GRPOTrainer
 
 from grae.advantage import EstimatorLike, check_context_supported
-from grae.engines.divergence import DivergenceError, describe, is_non_finite_sampling, likely_cause, non_finite_count
+from grae.engines.divergence import (
+    DivergenceError,
+    describe,
+    is_non_finite_sampling,
+    likely_cause,
+    non_finite_count,
+    probe_logits_finite,
+)
 from grae.engines.rollouts import (
     RolloutOptions,
     decoding_generate,
@@ -315,12 +322,20 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
 
     def grae_check_weights(self, model=None) -> None:
         """Raise :class:`~grae.engines.divergence.DivergenceError` when any weight of ``model`` (default: the
-        trained one) is non-finite, on every process (the count is summed over them)."""
-        bad, total = non_finite_count((model or self.model).parameters())
-        count = self.accelerator.reduce(torch.tensor([float(bad)], device=self.accelerator.device), reduction="sum")
-        if count.item() > 0:
-            raise self._diverged(f"{int(count.item()):,} of the model's {total:,} weights are non-finite",
+        trained one) is non-finite, or when they are all finite but a probe forward pass's logits are not
+        (:func:`~grae.engines.divergence.probe_logits_finite`), on every process (counts summed over them)."""
+        model = model or self.model
+        bad, total = non_finite_count(model.parameters())
+        logits_finite, largest = (probe_logits_finite(self.accelerator.unwrap_model(model)) if not bad
+                                  else (True, math.inf))
+        counts = torch.tensor([float(bad), float(not logits_finite)], device=self.accelerator.device)
+        bad_weights, bad_probes = self.accelerator.reduce(counts, reduction="sum").tolist()
+        if bad_weights > 0:
+            raise self._diverged(f"{int(bad_weights):,} of the model's {total:,} weights are non-finite",
                                  step=self.state.global_step)
+        if bad_probes > 0:
+            raise self._diverged(f"the model's logits are non-finite on a probe forward pass (its weights are "
+                                 f"finite, the largest |w| = {largest:.3g})", step=self.state.global_step)
 
     def _diverged(self, what: str, step: int | None = None) -> DivergenceError:
         """The error naming ``step`` (default: the step being taken), ``what`` and the likely cause from the
