@@ -323,6 +323,24 @@ def test_hostile_input_ends_in_one_line_naming_the_field(tmp_path, monkeypatch, 
     assert not (tmp_path / "run").exists(), "refused after the run directory was claimed"
 
 
+def test_trl_values_are_checked_by_the_declared_types_after_trls_parser_has_run():
+    """transformers' HfArgumentParser (TRL's own parser) rewrites GRPOConfig's ``Field.type`` in place
+    (``include_num_input_tokens_seen: str | bool`` becomes ``bool``); grae's check reads the class's
+    annotations, so a script that built TRL's parser first, or tests in any order, see the same rule."""
+    import dataclasses
+
+    from trl import GRPOConfig
+    from trl.scripts.grpo import make_parser
+
+    from grae.train.config import ConfigError, load_config
+
+    make_parser()
+    assert {f.name: f for f in dataclasses.fields(GRPOConfig)}["include_num_input_tokens_seen"].type is bool
+    assert load_config(None, {"trl": {"include_num_input_tokens_seen": "all"}}).trl["include_num_input_tokens_seen"] == "all"
+    with pytest.raises(ConfigError, match=r"^trl\.include_num_input_tokens_seen: 'sometimes' is not one of"):
+        load_config(None, {"trl": {"include_num_input_tokens_seen": "sometimes"}})
+
+
 def test_every_enumerated_trl_field_refuses_a_bogus_value_and_takes_its_default():
     """Each enumerated GRPOConfig field (read from TRL's metadata and help) refuses a made-up value in one
     line naming it, and accepts TRL's own default; the documented lists hold at least two values."""

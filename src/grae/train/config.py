@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import typing
 from dataclasses import dataclass, field
@@ -648,14 +649,25 @@ def check_trl(trl: dict) -> dict:
     return checked
 
 
+@functools.cache
+def trl_annotations() -> dict[str, Any]:
+    """GRPOConfig's declared field types. Not ``Field.type``: transformers' ``HfArgumentParser`` (TRL's
+    ``TrlParser``) rewrites it in place once any parser is built on GRPOConfig in the process
+    (``include_num_input_tokens_seen: str | bool`` becomes ``bool``), the class's annotations stay."""
+    from trl import GRPOConfig
+
+    return typing.get_type_hints(GRPOConfig)
+
+
 def trl_value(spec: dataclasses.Field, value: Any) -> Any:
     """Check a ``trl.<key>`` value against GRPOConfig's annotation where it is numeric or boolean
     (``int``, ``float | None``, ``list[float] | None``, …): type, finiteness, 64-bit integers."""
     path = f"trl.{spec.name}"
+    declared = trl_annotations().get(spec.name, spec.type)
     unions = (typing.Union, getattr(__import__("types"), "UnionType", None))
-    options = typing.get_args(spec.type) if typing.get_origin(spec.type) in unions else (spec.type,)
+    options = typing.get_args(declared) if typing.get_origin(declared) in unions else (declared,)
     if all(o in _NUMERIC for o in options):
-        return coerce(spec.type, value, path)
+        return coerce(declared, value, path)
     lists = [o for o in options if typing.get_origin(o) is list and typing.get_args(o)[0] in _NUMERIC]
     if lists and isinstance(value, list):
         return [coerce(typing.get_args(lists[0])[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
