@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from grae.advantage import get_estimator
+from tolerances import assert_close_scaled
 
 G8 = torch.zeros(8, dtype=torch.long)
 LOW = torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 0])  # ω = 1/8
@@ -22,13 +23,13 @@ def test_floor_bounds_the_positive_factor(floor):
     a = get_estimator("agrae", floor=floor)(LOW, G8).advantages
     base = eq12(LOW)
     factor = max(floor, 1 / 8)
-    assert torch.allclose(a, torch.where(base > 0, base * factor, base), atol=1e-6)
+    assert_close_scaled(a, torch.where(base > 0, base * factor, base), rel=1e-5)
 
 
 def test_collapse_guard_reverts_to_grpo_only_below_the_threshold():
     guarded = get_estimator("agrae", collapse_guard=0.2)
-    assert torch.allclose(guarded(LOW, G8).advantages, get_estimator("grpo")(LOW, G8).advantages)
-    assert torch.allclose(guarded(HIGH, G8).advantages, get_estimator("agrae")(HIGH, G8).advantages)
+    assert_close_scaled(guarded(LOW, G8).advantages, get_estimator('grpo')(LOW, G8).advantages, rel=1e-5)
+    assert_close_scaled(guarded(HIGH, G8).advantages, get_estimator('agrae')(HIGH, G8).advantages, rel=1e-5)
 
 
 def test_ema_omega_drives_the_suppression_and_survives_state_dict():
@@ -40,14 +41,14 @@ def test_ema_omega_drives_the_suppression_and_survives_state_dict():
     avg = 0.9 * 0.75 + 0.1 * 0.125
     assert out.metrics["agrae/suppression"] == pytest.approx(avg)
     base = eq12(LOW)  # Eq. 12 still reads this batch's ω
-    assert torch.allclose(out.advantages, torch.where(base > 0, base * avg, base), atol=1e-6)
+    assert_close_scaled(out.advantages, torch.where(base > 0, base * avg, base), rel=1e-5)
 
 
 def test_defaults_are_the_paper_formula_and_stateless():
     est = get_estimator("agrae")
     assert est.state_dict() == {}
     base = eq12(LOW)
-    assert torch.allclose(est(LOW, G8).advantages, torch.where(base > 0, base / 8, base), atol=1e-6)
+    assert_close_scaled(est(LOW, G8).advantages, torch.where(base > 0, base / 8, base), rel=1e-5)
 
 
 @pytest.mark.parametrize("params, field", [({"floor": 1.5}, "floor"), ({"omega_ema": 1.0}, "omega_ema"),

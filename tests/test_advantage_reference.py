@@ -8,6 +8,7 @@ from hypothesis import given
 import reference_estimators as ref
 from grae.advantage import get_estimator
 from strategies import reward_batches
+from tolerances import assert_close_scaled
 
 G8 = torch.zeros(8, dtype=torch.long)
 
@@ -30,7 +31,7 @@ def batch_with_omega(correct: int, omega: float, groups: int = 10, size: int = 8
         rest -= c
     assert rest == 0, "construction failed"
     r = torch.cat(rewards)
-    assert abs(float(r.mean()) - omega) < 1e-12
+    assert abs(float(r.mean()) - omega) < 1e-12  # tol: a mean of 0/1 floats in float64: k/n rounded once
     return r, torch.arange(groups).repeat_interleave(size)
 
 
@@ -38,6 +39,7 @@ def batch_with_omega(correct: int, omega: float, groups: int = 10, size: int = 8
 
 def test_grpo_worked_value():
     a = get_estimator("grpo")(group_with(1), G8).advantages
+    # tol: the issue's worked values, written to 3 decimals
     assert a[0].item() == pytest.approx(2.475, abs=5e-4)
     assert a[1].item() == pytest.approx(-0.354, abs=5e-4)
 
@@ -48,6 +50,7 @@ def test_agrae_worked_values(correct, expected):
     out = get_estimator("agrae", alpha=1.0)(rewards, gids)
     assert out.metrics["agrae/omega"] == pytest.approx(0.3)
     a = out.advantages[:8]
+    # tol: the paper's worked values (its table), written to 3 decimals
     assert a[0].item() == pytest.approx(expected[0], abs=5e-4)  # a correct sample
     assert a[7].item() == pytest.approx(expected[1], abs=5e-4)  # a wrong sample
 
@@ -57,13 +60,15 @@ def test_agrae_worked_values_high_omega():
     for correct, expected in [(1, (1.993, -0.407)), (7, (0.198, -1.976))]:
         rewards, gids = batch_with_omega(correct, 0.7)
         a = get_estimator("agrae")(rewards, gids).advantages[:8]
-        assert (a[0].item(), a[7].item()) == pytest.approx(expected, abs=5e-4)
+        assert (a[0].item(), a[7].item()) == pytest.approx(expected, abs=5e-4)  # tol: the paper's 3 decimals
 
 
 def test_ngrpo_worked_value():
     a = get_estimator("ngrpo")(group_with(1), G8).advantages
-    assert (a[0].item(), a[1].item()) == pytest.approx((1.764, -0.504), abs=5e-4)
+    assert (a[0].item(), a[1].item()) == pytest.approx((1.764, -0.504), abs=5e-4)  # tol: 3 decimals, as written
     # all wrong: every sample −1/3 (algorithms.md §4.1); all correct: 0
+    # tol: float64 of order 1; the std's ε (1e-6) moves −1/3 by 1e-6/3 (-0.3333323), 1e-5 admits it and
+    # nothing else; identical rewards centre to exactly 0 (the 1e-9 bound only guards the sign of a rounding)
     assert get_estimator("ngrpo")(group_with(0), G8).advantages.tolist() == pytest.approx([-1 / 3] * 8, abs=1e-5)
     assert get_estimator("ngrpo")(group_with(8), G8).advantages.abs().max().item() < 1e-9
 
@@ -77,17 +82,20 @@ def test_avspo_worked_value():
     est = get_estimator("avspo", tau_init=0.4)
     out = est(rewards, gids)
     assert out.metrics["avspo/mean_virtual"] == 6.0
+    # tol: the worked values of the comment above, written to 2 decimals
     assert out.advantages[0].item() == pytest.approx(-0.70, abs=5e-3)
     assert out.advantages[8].item() == pytest.approx(0.62, abs=5e-3)
     # non-collapsed groups keep GRPO's advantages
     grpo = get_estimator("grpo")(rewards, gids).advantages
-    assert torch.allclose(out.advantages[16:], grpo[16:])
+    assert_close_scaled(out.advantages[16:], grpo[16:], rel=1e-9)
 
 
 # -- loop references on random batches with non-contiguous, unequal groups ----------------------
 
 def close(a, b):
-    return torch.allclose(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64), atol=1e-9, rtol=1e-9)
+    """Within 1e-9 relative to the reference's largest magnitude (at least 1: rewards in [0, 1], float64)."""
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    return torch.allclose(a, b, rtol=1e-9, atol=1e-9 * max(1.0, float(b.abs().max()) if b.numel() else 1.0))
 
 
 @given(reward_batches())
@@ -237,4 +245,4 @@ def test_rloo_is_scaled_grpo_centring():
     r, g = group_with(3), G8
     rloo = get_estimator("rloo")(r, g).advantages
     centred = get_estimator("dr_grpo")(r, g).advantages
-    assert torch.allclose(rloo, centred * 8 / 7)
+    assert_close_scaled(rloo, centred * 8 / 7, rel=1e-12)

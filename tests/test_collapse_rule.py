@@ -35,6 +35,7 @@ def test_mcnemar_is_a_binomial_tail(b, c):
 
 def test_wilson_reference_values():
     lo, hi = wilson(0, 32)
+    # tol: Wilson bounds in [0, 1], the reference values written to 4 decimals
     assert lo == 0.0 and hi == pytest.approx(0.1072, abs=1e-4)
     lo, hi = wilson(5, 10)
     assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)

@@ -95,6 +95,7 @@ def test_compare_small_grid_reports_methods_and_the_base(small_grid):
     for method in ("grpo", "ngrpo"):
         per_seed = [_per_problem_pass1(out / "jobs" / method / f"seed{s}" / "eval" / "after.jsonl") for s in (0, 1)]
         expected = np.mean([[after[q] - base_p1[q] for q in base_p1] for after in per_seed])
+        # tol: a float64 mean of pass@1 differences in [−1, 1]: rounding ≤ 1e-15
         assert summary["vs_base"][method]["1"]["mean"] == pytest.approx(expected, abs=1e-9)
         assert summary["update_allocation"][method]["omega"][-1] >= 0
 
@@ -149,6 +150,7 @@ def test_a_training_only_study_reports_from_its_training_logs(tmp_path, model_di
     summary = json.loads((out / "summary.json").read_text())
     assert summary["heldout"] is False and set(summary["update_allocation"]) == {"grpo", "agrae"}
     omega = [r["omega"] for r in read_metrics(out / "jobs" / "agrae" / "seed0" / "metrics.jsonl")]
+    # tol: the summary rounds ω (in [0, 1]) to 4 decimals (grae.compare.training)
     assert summary["update_allocation"]["agrae"]["omega"][-1] == pytest.approx(omega[-1], abs=1e-4)
 
     raw["methods"]["agrae"]["eval.enabled"] = True

@@ -39,6 +39,7 @@ def test_the_distance_cells_and_interval_against_hand_computed_values():
     cells = distance_cells(ARM_X, ARM_Y, path_x, path_y)
     expected = np.array([[0.80 - 0.70 - 0.5 * 0.05, 0.78 - 0.75, 0.79 - 0.80 + 0.5 * 0.05],
                          [0.76 - 0.70 + 0.5 * 0.05, 0.77 - 0.75, 0.82 - 0.80 - 0.5 * 0.05]])
+    # tol: pass@1 differences of order 0.1 in float64 (inputs written to 2 decimals): rounding ≤ 1e-16
     np.testing.assert_allclose(cells, [[0.075, 0.03, 0.015], [0.085, 0.02, -0.005]], atol=1e-12)
     np.testing.assert_allclose(cells, expected, atol=1e-12)
     assert cells.mean() == pytest.approx(0.22 / 6, abs=1e-12) == pytest.approx(ARM_Y.mean() - 0.75, abs=1e-12)
@@ -51,12 +52,14 @@ def test_the_distance_cells_and_interval_against_hand_computed_values():
     dof = (variance * 6) ** 2 / (ms_seed ** 2 / 1 + ms_problem ** 2 / 2 + ms_resid ** 2 / 2)
     half = student_t.ppf(0.975, dof) * math.sqrt(variance)
     (iv,) = crossed_interval(cells[:, :, None])
+    # tol: a float64 mean and t half-width of order 0.1: rounding and the t quantile (≤ 1e-12 off, test_compare_t_quantiles)
     assert (iv.mean, iv.lo, iv.hi) == pytest.approx((0.22 / 6, 0.22 / 6 - half, 0.22 / 6 + half), abs=1e-9)
     assert 1.9 < dof < 2.0 and iv.lo < 0 < iv.hi  # ≈ 1.93 degrees of freedom: wide
 
 
 def test_beyond_the_frontier_the_arm_meets_its_nearest_end_point():
     path_x, path_y = np.stack([BASE_X, X1, X2]), np.stack([BASE_Y, Y1, Y2])
+    # tol: pass@1 differences of order 0.1 in float64: rounding ≤ 1e-16
     np.testing.assert_allclose(distance_cells(X2 + 0.2, ARM_Y, path_x, path_y), ARM_Y - Y2, atol=1e-12)
     np.testing.assert_allclose(distance_cells(BASE_X - 0.05, ARM_Y, path_x, path_y), ARM_Y - BASE_Y, atol=1e-12)
 
@@ -75,6 +78,7 @@ def test_a_frontier_point_lies_on_it_and_a_shift_moves_the_interval(drawn, which
     path_x, path_y = grid[:, 0], grid[:, 1]
     on = distance_cells(path_x[which], path_y[which], path_x, path_y)
     (iv,) = crossed_interval(on[:, :, None])
+    # tol: distances of points on the path itself, float64 pass@1 in [0, 1]: 0 up to rounding (1e-16)
     assert np.abs(on).max() < 1e-12 and iv.lo <= 1e-12 and iv.hi >= -1e-12
     arm_x, arm_y = path_x[which][::-1], path_y[(which + 1) % 3]
     cells = distance_cells(arm_x, arm_y, path_x, path_y)
@@ -85,6 +89,7 @@ def test_a_frontier_point_lies_on_it_and_a_shift_moves_the_interval(drawn, which
     path = [(float(x.mean()), float(y.mean())) for x, y in zip(path_x, path_y)]
     point = above_frontier((float(arm_x.mean()), float(arm_y.mean())), path, extend=True)
     if len({p[0] for p in path}) == 3:  # distinct pass@1 (np.interp's order is then unambiguous)
+        # tol: a mean of float64 distances in [−1, 1]: rounding ≤ 1e-15
         assert cells.mean() == pytest.approx(point, abs=1e-9)
 
 
@@ -163,6 +168,7 @@ def test_the_interval_test_is_a_criterion_under_holm():
         p = arm_p(arm)
         p_arm[arm] = max(crossed_by_hand(p - grpo, -0.20)[2], crossed_by_hand(passk(p, K) - passk(BASE_P, K), -0.50)[2],
                          crossed_by_hand(distance_by_hand(p), 0.0)[2])
+        # tol: p-values: rel carries them; 1e-300 only lets an underflowed 0 match 0
         assert by_arm[arm].p_arm == pytest.approx(p_arm[arm], rel=1e-6, abs=1e-300)
     ranked = sorted(p_arm, key=p_arm.get)
     levels, alpha, stopped = {}, 0.05, False
@@ -176,6 +182,7 @@ def test_the_interval_test_is_a_criterion_under_holm():
         d = by_arm[arm]
         mean, half, _ = crossed_by_hand(distance_by_hand(arm_p(arm)), 0.0, levels[arm])
         assert (d.distance.interval.lo, d.distance.interval.hi) == pytest.approx((mean - half, mean + half), rel=1e-6)
+        # tol: the same float64 distance in [−1, 1] by two routes: rounding ≤ 1e-15
         assert d.distance.interval.mean == pytest.approx(d.above, abs=1e-12)
         clears = d.pass1_vs_baseline.lo > -0.20 and d.passk_vs_base.lo > -0.50 and d.distance.interval.lo > 0
         assert (d.decision == "keeps") == clears == (d.p_arm < 1 - d.level)
@@ -202,15 +209,18 @@ def test_leave_one_seed_out_and_per_seed_distances():
     arm = {s: exact(p) for s, p in enumerate(arm_p("down"))}
     cps = [{s: exact(np.full(PROBLEMS, p)) for s, p in enumerate(GRPO_CP[f])} for f in (0.5, 1.0)]
     d = frontier_distance(arm, cps, exact(np.full(PROBLEMS, BASE_P)), K, 0.95)
+    # tol: float64 distances in [−1, 1] by two routes: rounding ≤ 1e-15
     assert d.seeds == SEEDS and d.interval.mean == pytest.approx(distance_by_hand(arm_p("down")).mean(), abs=1e-12)
     for left in SEEDS:  # the point recomputed without one seed: the weight and slope from the other seeds' means
         rest = [s for s in SEEDS if s != left]
         sub = frontier_distance({s: arm[s] for s in rest}, [{s: c[s] for s in rest} for c in cps],
                                 exact(np.full(PROBLEMS, BASE_P)), K, 0.95)
+        # tol: float64 distances in [−1, 1] by two routes: rounding ≤ 1e-15
         assert d.leave_one_out[left] == pytest.approx(sub.interval.mean, abs=1e-12)
     assert d.loso_range == (min(d.leave_one_out.values()), max(d.leave_one_out.values()))
     for s in SEEDS:  # each seed's own distance: its point above its own path
         own = frontier_distance({s: arm[s]}, [{s: c[s]} for c in cps], exact(np.full(PROBLEMS, BASE_P)), K, 0.95)
+        # tol: float64 distances in [−1, 1] by two routes: rounding ≤ 1e-15
         assert d.per_seed[s] == pytest.approx(own.interval.mean, abs=1e-12)
 
 

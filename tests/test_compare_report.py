@@ -69,6 +69,7 @@ def test_arms_pair_against_the_oracle_with_holm_over_several_arms(tmp_path):
     oracle = base_p / mass
     for method in ("grpo", "arm_a", "arm_b"):
         expected = np.mean([job_p[method, s] - oracle for s in (0, 1, 2)])
+        # tol: float64 means of pass@1 differences in [−1, 1]: rounding ≤ 1e-15
         assert summary["vs_oracle"][method]["1"]["mean"] == pytest.approx(expected, abs=1e-9)
     assert summary["vs_oracle"]["base model"]["1"]["mean"] == pytest.approx(np.mean(base_p - oracle), abs=1e-9)
     assert "## Paired difference vs the format-only oracle" in report and "| reference: near-miss guesser" in report

@@ -132,6 +132,7 @@ def test_too_few_seeds_or_a_baseline_that_did_not_learn_give_no_verdict():
     assert answer_line(outcome, "grpo").startswith("**Pilot: no verdict** (rule `keeps_passk`, k = 16")
     # the oracle here is the base (mass 1): grpo − oracle at pass@1 ≈ +20 points, its lower bound below +30
     outcome = decide(table(SEED_P, {**RULE, "baseline_pass1_margin_vs_oracle": 30}))
+    # tol: a float64 pass@1 difference in [−1, 1]: rounding ≤ 1e-16
     assert not outcome.baseline_learned and outcome.baseline_vs_oracle.mean == pytest.approx(0.2, abs=1e-12)
     assert answer_line(outcome, "grpo").startswith("**No verdict: the testbed failed for these seeds**")
     assert decide(table(SEED_P, {**RULE, "baseline_pass1_margin_vs_oracle": 3})).baseline_learned
@@ -227,6 +228,7 @@ def test_the_rule_is_a_report_section_and_its_first_line(tmp_path):
     assert "| d_F = above grpo's frontier |" in report and "frontier test: interval (margin +0.0)" in first
     for arm in ("arm_a", "arm_b"):  # the table's point distance is the interval's mean
         d = summary["rule"]["arms"][arm]
+        # tol: a float64 distance in [−1, 1] by two routes (summary.json keeps every digit): rounding ≤ 1e-15
         assert d["frontier_distance"]["interval"]["mean"] == pytest.approx(d["above_frontier"], abs=1e-12)
     render(from_summary(cfg.output_dir / "summary.json"), tmp_path / "again")
     assert (tmp_path / "again" / "report.md").read_text() == report

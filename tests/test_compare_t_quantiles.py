@@ -33,6 +33,8 @@ def test_two_seeds_on_one_problem_use_t_with_one_degree_of_freedom(a, gap, level
     (iv,) = crossed_interval(values, level)
     se = gap / 2
     half = cauchy_quantile(0.5 + level / 2) * se
+    # tol: float64 means and interval ends in [−2, 2] (a ∈ [−1, 1], gap ≤ 1): rounding ≤ 1e-15; rel holds the
+    # half-widths and the p-value, whose 1e-15 floor admits atan's rounding where p ≈ 0
     assert iv.mean == pytest.approx(a + gap / 2, abs=1e-12)
     assert iv.hi - iv.mean == pytest.approx(half, rel=1e-9)
     assert iv.mean - iv.lo == pytest.approx(half, rel=1e-9)
@@ -48,6 +50,7 @@ def test_three_seed_curve_band_uses_t_with_two_degrees_of_freedom(step_values, l
     mean, lo, hi = curve_bands(series, level)
     arr = np.array(series)
     half = t2_quantile(0.5 + level / 2) * arr.std(axis=0, ddof=1) / math.sqrt(3)
+    # tol: float64 means of values in [0, 1]: rounding ≤ 1e-16; rel holds the half-widths, 1e-15 is the floor where two values tie
     np.testing.assert_allclose(mean, arr.mean(axis=0), atol=1e-12)
     np.testing.assert_allclose(hi - mean, half, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(mean - lo, half, rtol=1e-9, atol=1e-15)
@@ -62,4 +65,5 @@ def test_many_degrees_of_freedom_approach_the_normal_quantile():
     (iv,) = crossed_interval(values, 0.95)
     variance, dof = crossed_variance(values)
     assert dof[0] > 1e4
+    # tol: the normal quantile 1.959964 written to 7 digits; ν > 1e4 leaves the t quantile within 1e-4 of it
     assert (iv.hi - iv.mean) / math.sqrt(variance[0]) == pytest.approx(1.959964, abs=2e-4)

@@ -87,9 +87,13 @@ def nan(values: list) -> torch.Tensor:
 
 
 def assert_close(a, b, what: str, tol: float = TOL) -> None:
+    """Within ``tol`` × the larger of 1 and ``b``'s largest magnitude: advantages, weights and the loss (terms of
+    size ≈ |advantage| that cancel to ≈ 0) are of order 1 in float32; parameters may be larger (issue 48)."""
     a, b = nan(a) if isinstance(a, list) else a, nan(b) if isinstance(b, list) else b
     assert a.shape == b.shape, f"{what}: shapes {tuple(a.shape)} vs {tuple(b.shape)}"
-    assert torch.allclose(a, b, atol=tol, rtol=0, equal_nan=True), f"{what}: max diff {(a - b).abs().nan_to_num().max():.3g}"
+    scale = max(1.0, float(b.nan_to_num().abs().max())) if b.numel() else 1.0
+    assert torch.allclose(a, b, atol=tol * scale, rtol=0, equal_nan=True), \
+        f"{what}: max diff {(a - b).abs().nan_to_num().max():.3g}"
 
 
 # -- every estimator, ranks that disagree --------------------------------------------------------
@@ -267,6 +271,7 @@ def test_agrae_omega_window_is_the_same_state_on_one_and_two_processes(one_and_t
     history = [g["rewards"] for g in one[name][0]["generations"]]
     for rank in [one[name][0], *two[name]]:
         for step, gen in enumerate(rank["generations"]):
+            # tol: ω is a mean of rewards in [0, 1]
             assert gen["metrics"]["agrae/omega"] == pytest.approx(ref.recent_mean(history[:step + 1], 24), abs=1e-6)
 
 

@@ -166,12 +166,14 @@ def test_passk_cli_equals_exact_reference_on_seeds_format(tmp_path):
     assert set(k for k in out if k.startswith("pass@")) == {"pass@1", "pass@2", "pass@4", "pass@8", "pass@12"}
     for k in (1, 2, 4, 8, 12):
         ref = sum(reference_pass_at_k(12, sum(v[:12]), k) for v in by_q.values()) / len(by_q)
+        # tol: pass@k means in [0, 1], float64: rounding ≤ 1e-15
         assert out[f"pass@{k}"] == pytest.approx(float(ref), abs=1e-12)
     assert out["n"] == 12 and out["num_problems"] == 9 and "ci95" not in out
     # --n smaller than available, explicit k
     out = json.loads(invoke("passk", path, "--json", "--bootstrap", "0", "--n", "5", "--k", "1,3"))
     for k in (1, 3):
         ref = sum(reference_pass_at_k(5, sum(v[:5]), k) for v in by_q.values()) / len(by_q)
+        # tol: pass@k means in [0, 1], float64: rounding ≤ 1e-15
         assert out[f"pass@{k}"] == pytest.approx(float(ref), abs=1e-12)
     # --n larger than some problems have: those are dropped, the rest counted on their first 16
     out = json.loads(invoke("passk", path, "--json", "--bootstrap", "0", "--n", "16", "--k", "2"))

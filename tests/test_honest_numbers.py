@@ -70,6 +70,7 @@ def test_fraction_bands_stay_inside_0_1():
     mean, lo, hi = curve_bands(series)
     assert (lo < 0).any() or (hi > 1).any()  # the plain t band leaves [0, 1] here
     mean_p, lo_p, hi_p = curve_bands(series, proportion=True)
+    # tol: means of values in [0, 1], float64, by two routes: rounding ≤ 1e-16 ≪ the default 1e-8
     assert np.allclose(mean_p, mean) and (lo_p >= 0).all() and (hi_p <= 1).all() and (lo_p <= mean_p + 1e-12).all()
 
 

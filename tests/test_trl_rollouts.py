@@ -222,7 +222,7 @@ def test_loss_micro_batches_cut_to_their_longest_completion_train_as_the_full_wi
     for full, cut in zip(full_logs, cut_logs, strict=True):
         assert full.keys() == cut.keys()
         for key in full:
-            # the loss sums terms of size |advantage| ≤ 2 that cancel to ≈ 0: its rounding scales with the terms
+            # tol: the loss sums terms of size |advantage| ≤ 2 that cancel to ≈ 0: its rounding scales with the terms
             # (abs 1e-6), the gradient norm and entropy with themselves (rel)
             assert cut[key] == pytest.approx(full[key], rel=1e-5, abs=1e-6), key
     for name, weight in full_weights.items():
@@ -289,7 +289,7 @@ def test_rows_grouped_by_length_train_as_trls_random_split(standin, tmp_path, mo
     for split, grouped in zip(split_logs, grouped_logs, strict=True):
         assert split.keys() == grouped.keys()
         for key in split:
-            assert grouped[key] == pytest.approx(split[key], rel=1e-5, abs=1e-6), key  # abs: the loss (see above)
+            assert grouped[key] == pytest.approx(split[key], rel=1e-5, abs=1e-6), key  # tol: the loss's terms, ≤ 2
     for name, weight in split_weights.items():  # Adam amplifies float rounding in near-zero gradients (see above)
         assert_close_scaled(grouped_weights[name], weight, rel=1e-4, msg=name)
     assert len(grouped_widths) == len(split_widths) == 8
@@ -416,7 +416,7 @@ def test_the_shared_prompt_pass_computes_each_prompt_once_per_micro_batch(standi
     assert computed == [(2, 1)] * 8  # 2 steps x 4 micro-batches, each one prompt computed once
     for split, shared in zip(split_logs, shared_logs, strict=True):
         for key in split:
-            assert shared[key] == pytest.approx(split[key], rel=1e-5, abs=1e-6), key  # abs: the loss (see above)
+            assert shared[key] == pytest.approx(split[key], rel=1e-5, abs=1e-6), key  # tol: the loss's terms, ≤ 2
     for name, weight in split_weights.items():
         assert_close_scaled(shared_weights[name], weight, rel=1e-4, msg=name)
 

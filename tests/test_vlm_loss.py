@@ -113,6 +113,7 @@ def test_images_reach_every_loss_path(vlm_batch, tmp_path, path):
     again, grads_again = loss_and_grads(trainer, inputs)
     assert loss == again and torch.equal(grads, grads_again)  # deterministic, so a difference below is the image
     blank_loss, blank_grads = loss_and_grads(trainer, {**inputs, "pixel_values": blank})
+    # tol: asserts a difference (the run is deterministic, above): any change the image makes is beyond these
     assert blank_loss != pytest.approx(loss, rel=1e-6, abs=1e-9)
     assert not torch.allclose(blank_grads, grads, rtol=1e-5, atol=1e-9)
 
