@@ -180,8 +180,8 @@ def test_evaluating_a_model_whose_logits_overflow_is_one_line(overflowing_model,
     result = CliRunner().invoke(app, ["eval", str(overflowing_model), "--tasks", "chain_sum", "--num-problems", "2",
                                       "--output", str(tmp_path / "eval"), *how])
     assert result.exit_code == 1, result.output
-    lines = result.output.strip().splitlines()
-    assert lines[-1].startswith("error: the model's next-token probabilities are non-finite while "), lines
+    last = result.output.strip().splitlines()[-1]  # a loading bar may share its line (no newline of its own)
+    assert "error: the model's next-token probabilities are non-finite while " in last, result.output
     assert "Traceback" not in result.output and not list(tmp_path.glob("eval/*.jsonl"))
 
 
@@ -191,5 +191,30 @@ def test_training_from_a_model_whose_logits_overflow_is_one_line(overflowing_mod
                                          "--max-steps", "1", "--eval.num_problems", "2", "--eval.n", "2",
                                          "--no-progress"])
     assert result.exit_code == 1, result.output
-    assert result.output.strip().splitlines()[-1].startswith(
-        "error: held-out evaluation: the model's next-token probabilities are non-finite while sampling"), result.output
+    assert ("error: held-out evaluation: the model's next-token probabilities are non-finite while sampling"
+            in result.output.strip().splitlines()[-1]), result.output
+
+
+def test_a_model_the_probe_cannot_run_is_said_and_counts_as_finite(caplog):
+    """A model that needs more than token ids (a VLM whose image token is among the probe's ids) cannot run
+    the probe: one warning, counted as finite (its weights are still checked), its training mode restored."""
+    import torch
+
+    from grae.engines.divergence import probe_logits_finite
+
+    class NeedsPixels(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(2, 2)
+            self.proj.weight.data.fill_(-4.0)
+
+        def forward(self, input_ids, pixel_values=None):
+            raise ValueError("Image features and image tokens do not match")
+
+    model = NeedsPixels().train()
+    with caplog.at_level("WARNING", logger="grae.engines.divergence"):
+        assert probe_logits_finite(model) == (True, 4.0)
+    assert model.training
+    assert [r.getMessage() for r in caplog.records] == [
+        "divergence check: the probe forward pass cannot run on this model (ValueError: Image features and image "
+        "tokens do not match); only its weights are checked at saves"]

@@ -18,6 +18,7 @@ is not caught here; ``grae train`` refuses learning rates above 1.0 before the m
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -66,6 +67,8 @@ def non_finite_count(tensors: Iterable[Any]) -> tuple[int, int]:
     return bad, total
 
 
+_logger = logging.getLogger(__name__)
+
 #: the probe's input: this many token ids from 0 up (any ids do: weights that overflow, overflow on all inputs)
 PROBE_TOKENS = 8
 
@@ -74,7 +77,8 @@ def probe_logits_finite(model: Any) -> tuple[bool, float]:
     """``(every logit finite, largest |weight|)`` of one forward pass of ``model`` on :data:`PROBE_TOKENS`
     token ids, in eval mode (dropout off: no random numbers drawn, so a run's sampling is unchanged) and
     without gradients; the model's training mode is restored. Every process must call it (sharded models
-    gather their weights in the forward)."""
+    gather their weights in the forward). A model that cannot run on token ids alone is said once per
+    save in a warning and counts as finite (its weights are still checked)."""
     import torch
 
     params = list(model.parameters())
@@ -86,6 +90,10 @@ def probe_logits_finite(model: Any) -> tuple[bool, float]:
     try:
         with torch.no_grad():
             logits = model(input_ids=ids).logits  # [1, T, V]
+    except Exception as err:  # noqa: BLE001 - a model that needs more than token ids (an image token among them)
+        _logger.warning("divergence check: the probe forward pass cannot run on this model (%s: %s); only its "
+                        "weights are checked at saves", type(err).__name__, err)
+        return True, largest
     finally:
         model.train(was_training)
     return bool(torch.isfinite(logits).all()), largest
