@@ -72,20 +72,23 @@ def test_finite_weights_whose_logits_overflow_are_never_saved(tmp_path):
     result, lines = _train(out, "--learning_rate", "1e9", "--allow_large_learning_rate", "--trl.warmup_steps", "0",
                            "--max-steps", "1")
     assert result.exit_code == 1, result.output
-    assert lines[-1].startswith("error: diverged at step 1: the model's logits are non-finite on a probe forward "
-                                "pass (its weights are finite, the largest |w| = "), lines
+    assert lines[-1].startswith("error: diverged at step 1: the model's activations overflow on a probe forward "
+                                "pass (hidden states up to "), lines
+    assert "its weights are finite, the largest |w| = " in lines[-1]
     assert "likely cause: the learning rate (trl.learning_rate = 1e+09" in lines[-1]
     assert "Traceback" not in result.output
     assert not list((out / "checkpoints").glob("checkpoint-*")) and not (out / "final").exists()
 
 
-def test_the_probe_leaves_the_run_unchanged(tmp_path):
+def test_the_probe_leaves_the_run_unchanged_and_sees_overflowing_activations(tmp_path):
     """The probe runs in eval mode without gradients and draws no random numbers: the training mode is
-    restored and a sampler after it draws what it would have drawn without it."""
+    restored and a sampler after it draws what it would have drawn without it. It finds what one Adam step
+    at lr 1e9 leaves (every weight × ~1e9, finite): hidden states ~1e27 whose square overflows the final
+    norm, which then outputs 0, so the logits are finite (all 0) and only the activations tell."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grae.engines.divergence import probe_logits_finite
+    from grae.engines.divergence import OVERFLOWING_ACTIVATION, probe_forward
     from grae.tiny import tiny_model_path
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path())
@@ -93,13 +96,24 @@ def test_the_probe_leaves_the_run_unchanged(tmp_path):
     torch.manual_seed(0)
     expected = torch.rand(4)
     torch.manual_seed(0)
-    finite, largest = probe_logits_finite(model)
+    probe = probe_forward(model)
     assert torch.equal(torch.rand(4), expected) and model.training
-    assert finite and largest == max(float(p.detach().abs().max()) for p in model.parameters())
+    assert probe.healthy and probe.largest_weight == max(float(p.detach().abs().max()) for p in model.parameters())
+    assert 0 < probe.largest_activation < 1e3
+    padded = (torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]]), torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]))
+    assert probe_forward(model, padded).healthy
+    rows = (torch.tensor([[1, 2, 5, 6, 7], [3, 4, 5, 6, 7]]), torch.ones(2, 5, dtype=torch.long))
     with torch.no_grad():
-        model.model.norm.weight.fill_(3e38)  # finite weights, overflowing logits (the final RMSNorm's gain)
-    finite, largest = probe_logits_finite(model)
-    assert not finite and largest == float(torch.tensor(3e38))
+        for p in model.parameters():
+            p.mul_(1e9)
+        logits = model(input_ids=rows[0], attention_mask=rows[1]).logits
+    assert torch.isfinite(logits).all()  # the logits alone would pass (left-padded rows get NaN, not these)
+    probe = probe_forward(model, rows)
+    assert not probe.healthy and probe.largest_activation > OVERFLOWING_ACTIVATION
+    assert "hidden states up to" in probe.describe()
+    with torch.no_grad():
+        model.model.norm.weight.fill_(3e38)  # infinite logits too
+    assert not probe_forward(model).healthy
 
 
 def test_non_finite_weights_are_never_saved(tmp_path):
@@ -197,10 +211,11 @@ def test_training_from_a_model_whose_logits_overflow_is_one_line(overflowing_mod
 
 def test_a_model_the_probe_cannot_run_is_said_and_counts_as_finite(caplog):
     """A model that needs more than token ids (a VLM whose image token is among the probe's ids) cannot run
-    the probe: one warning, counted as finite (its weights are still checked), its training mode restored."""
+    the probe: one warning (once per model class), counted as healthy (its weights are still checked), its
+    training mode restored."""
     import torch
 
-    from grae.engines.divergence import probe_logits_finite
+    from grae.engines.divergence import Probe, probe_forward
 
     class NeedsPixels(torch.nn.Module):
         def __init__(self):
@@ -208,12 +223,13 @@ def test_a_model_the_probe_cannot_run_is_said_and_counts_as_finite(caplog):
             self.proj = torch.nn.Linear(2, 2)
             self.proj.weight.data.fill_(-4.0)
 
-        def forward(self, input_ids, pixel_values=None):
+        def forward(self, input_ids, pixel_values=None, **kwargs):
             raise ValueError("Image features and image tokens do not match")
 
     model = NeedsPixels().train()
     with caplog.at_level("WARNING", logger="grae.engines.divergence"):
-        assert probe_logits_finite(model) == (True, 4.0)
+        assert probe_forward(model) == Probe(True, 4.0, 0.0)
+        assert probe_forward(model) == Probe(True, 4.0, 0.0)  # the next save: not said again
     assert model.training
     assert [r.getMessage() for r in caplog.records] == [
         "divergence check: the probe forward pass cannot run on this model (ValueError: Image features and image "

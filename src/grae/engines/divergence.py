@@ -3,9 +3,9 @@
 :class:`~grae.engines.trl.GraeTrainer` checks, on every training step, the loss and the gradient norm
 (before the optimizer step, so a non-finite gradient never reaches the weights) and the sampling
 distribution of the rollouts (``torch.multinomial`` refuses non-finite probabilities: the logits
-overflowed); at each save, every weight and the logits of one probe forward pass
-(:func:`probe_logits_finite`: weights can all be finite, ~1e9 after one step at a huge learning rate,
-and still overflow every logit). The first non-finite value raises :class:`DivergenceError`
+overflowed); at each save, every weight and one probe forward pass on a few rows of the newest
+rollouts (:func:`probe_forward`: weights can all be finite, ~1e8 after a step at a huge learning rate,
+while the activations overflow). The first non-finite value raises :class:`DivergenceError`
 naming the step, what was non-finite and the likely cause (:func:`likely_cause`): the learning rate or
 the reward scale. A checkpoint or a final model with non-finite weights is never written, so the newest
 checkpoint on disk is the last finite one (``grae train`` names it, exits 1 and writes no ``final/``).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from grae.eval.backends import NON_FINITE_SAMPLING, NonFiniteLogitsError
@@ -68,35 +69,88 @@ def non_finite_count(tensors: Iterable[Any]) -> tuple[int, int]:
 
 
 _logger = logging.getLogger(__name__)
+#: model classes the probe could not run on (said once each)
+_CANNOT_PROBE: set[type] = set()
 
-#: the probe's input: this many token ids from 0 up (any ids do: weights that overflow, overflow on all inputs)
+#: the probe's input without a batch: this many token ids from 0 up
 PROBE_TOKENS = 8
+#: rows of the newest rollout batch the probe runs on (:func:`probe_rows`)
+PROBE_ROWS = 4
 
 
-def probe_logits_finite(model: Any) -> tuple[bool, float]:
-    """``(every logit finite, largest |weight|)`` of one forward pass of ``model`` on :data:`PROBE_TOKENS`
-    token ids, in eval mode (dropout off: no random numbers drawn, so a run's sampling is unchanged) and
-    without gradients; the model's training mode is restored. Every process must call it (sharded models
-    gather their weights in the forward). A model that cannot run on token ids alone is said once per
-    save in a warning and counts as finite (its weights are still checked)."""
+def probe_rows(batch: dict[str, Any]) -> tuple[Any, Any] | None:
+    """``(input_ids [R, P + C], attention_mask [R, P + C])``: the first :data:`PROBE_ROWS` rows of a scored
+    rollout batch (TRL's ``prompt_ids``/``completion_ids`` and masks), the probe's realistic input; None
+    when the batch has no such keys."""
+    import torch
+
+    keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
+    if not all(isinstance(batch.get(k), torch.Tensor) for k in keys):
+        return None
+    rows = slice(0, PROBE_ROWS)
+    ids = torch.cat([batch["prompt_ids"][rows], batch["completion_ids"][rows]], dim=1).detach()  # [R, P + C]
+    mask = torch.cat([batch["prompt_mask"][rows], batch["completion_mask"][rows]], dim=1).detach()  # [R, P + C]
+    return ids, mask
+
+
+#: activations beyond this overflow float32 when squared (sqrt of its largest value, ~1.8e19): the next norm
+#: layer's variance is then inf, its output 0 or NaN, and the logits degenerate while every weight is finite
+OVERFLOWING_ACTIVATION = 1.8e19
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What :func:`probe_forward` saw: ``healthy`` when every logit is finite and every hidden state below
+    :data:`OVERFLOWING_ACTIVATION`; ``largest_weight``, ``largest_activation`` (over the kept positions)."""
+
+    healthy: bool
+    largest_weight: float
+    largest_activation: float
+
+    def describe(self) -> str:
+        return (f"the model's activations overflow on a probe forward pass (hidden states up to "
+                f"{self.largest_activation:.3g}, beyond {OVERFLOWING_ACTIVATION:.2g} where a norm's x² overflows "
+                f"float32, or non-finite logits; its weights are finite, the largest |w| = {self.largest_weight:.3g})")
+
+
+def probe_forward(model: Any, rows: tuple[Any, Any] | None = None) -> Probe:
+    """One forward pass of ``model`` on ``rows`` (``(input_ids, attention_mask)``, e.g. :func:`probe_rows` of
+    the newest rollouts) or, without them, on :data:`PROBE_TOKENS` token ids, reading only the positions
+    the mask keeps. Weights can all be finite (~1e8 after one step at a learning rate of 1e9) while the
+    activations overflow: a norm then outputs 0 on one input (finite, uniform logits) and NaN on another,
+    so the logits alone do not tell; hidden states beyond :data:`OVERFLOWING_ACTIVATION` do.
+
+    In eval mode (dropout off: no random numbers drawn, so a run's sampling is unchanged), without
+    gradients; the model's training mode is restored. Every process must call it (sharded models gather
+    their weights in the forward). A model that cannot run on token ids alone is said in a warning and
+    counts as healthy (its weights are still checked); said once per model class."""
     import torch
 
     params = list(model.parameters())
     largest = max((float(p.detach().abs().max()) for p in params if p.numel() and p.is_floating_point()), default=0.0)
-    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 0) or PROBE_TOKENS
-    ids = torch.arange(min(PROBE_TOKENS, vocab), device=params[0].device)[None]  # [1, T]
+    if rows is None:
+        vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 0) or PROBE_TOKENS
+        ids = torch.arange(min(PROBE_TOKENS, vocab), device=params[0].device)[None]  # [1, T]
+        rows = (ids, torch.ones_like(ids))
+    ids, mask = (t.to(params[0].device) for t in rows)
+    kept = mask.bool() if bool(mask.any()) else torch.ones_like(mask, dtype=torch.bool)  # [R, T]
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            logits = model(input_ids=ids).logits  # [1, T, V]
+            out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
     except Exception as err:  # noqa: BLE001 - a model that needs more than token ids (an image token among them)
-        _logger.warning("divergence check: the probe forward pass cannot run on this model (%s: %s); only its "
-                        "weights are checked at saves", type(err).__name__, err)
-        return True, largest
+        if type(model) not in _CANNOT_PROBE:  # once per model class, not at every save
+            _CANNOT_PROBE.add(type(model))
+            _logger.warning("divergence check: the probe forward pass cannot run on this model (%s: %s); only its "
+                            "weights are checked at saves", type(err).__name__, err)
+        return Probe(True, largest, 0.0)
     finally:
         model.train(was_training)
-    return bool(torch.isfinite(logits).all()), largest
+    hidden = [h[kept].float().abs().max() for h in (out.hidden_states or ())]  # each [R, T, H] → kept rows
+    activation = float(torch.stack(hidden).nan_to_num(nan=math.inf).max()) if hidden else 0.0
+    healthy = bool(torch.isfinite(out.logits[kept]).all()) and activation < OVERFLOWING_ACTIVATION
+    return Probe(healthy, largest, activation)
 
 
 def is_non_finite_sampling(err: BaseException) -> bool:

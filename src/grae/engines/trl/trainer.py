@@ -26,7 +26,8 @@ from grae.engines.divergence import (
     is_non_finite_sampling,
     likely_cause,
     non_finite_count,
-    probe_logits_finite,
+    probe_forward,
+    probe_rows,
 )
 from grae.engines.rollouts import (
     RolloutOptions,
@@ -123,6 +124,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         self.grae_rollouts = rollout_options(rollouts)
         #: the one-time notice that model.generate is the user's, not transformers' (it then runs as in stock TRL)
         self._told_own_generate = False
+        #: (input_ids, attention_mask) of a few rows of the newest rollouts: the divergence probe's input at saves
+        self._probe_rows = None
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
         reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
         #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
@@ -209,8 +212,12 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         generate = super()._generate_and_score_completions
         mode = "train" if self.model.training else "eval"
         if mode == "train" and self.sampling.active:
-            return self._sample_training_batch(inputs, generate)
-        return self._score_with_estimator(generate(inputs), mode)
+            out = self._sample_training_batch(inputs, generate)
+        else:
+            out = self._score_with_estimator(generate(inputs), mode)
+        if mode == "train":
+            self._probe_rows = probe_rows(out)  # the divergence probe's input at the next save
+        return out
 
     def _prepare_inputs(self, generation_batch):
         """TRL's; with ``rollouts.group_by_length`` or the shared prompt pass a generation batch it has just buffered
@@ -322,20 +329,21 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
 
     def grae_check_weights(self, model=None) -> None:
         """Raise :class:`~grae.engines.divergence.DivergenceError` when any weight of ``model`` (default: the
-        trained one) is non-finite, or when they are all finite but a probe forward pass's logits are not
-        (:func:`~grae.engines.divergence.probe_logits_finite`), on every process (counts summed over them)."""
+        trained one) is non-finite, or when they are all finite but a probe forward pass on a few rows of the
+        newest rollouts overflows (:func:`~grae.engines.divergence.probe_forward`), on every process (counts
+        summed over them)."""
         model = model or self.model
         bad, total = non_finite_count(model.parameters())
-        logits_finite, largest = (probe_logits_finite(self.accelerator.unwrap_model(model)) if not bad
-                                  else (True, math.inf))
-        counts = torch.tensor([float(bad), float(not logits_finite)], device=self.accelerator.device)
+        # on every process whatever its own count says: a sharded model's forward gathers from all of them
+        probe = probe_forward(self.accelerator.unwrap_model(model), self._probe_rows)
+        counts = torch.tensor([float(bad), float(not probe.healthy)], device=self.accelerator.device)
         bad_weights, bad_probes = self.accelerator.reduce(counts, reduction="sum").tolist()
         if bad_weights > 0:
             raise self._diverged(f"{int(bad_weights):,} of the model's {total:,} weights are non-finite",
                                  step=self.state.global_step)
         if bad_probes > 0:
-            raise self._diverged(f"the model's logits are non-finite on a probe forward pass (its weights are "
-                                 f"finite, the largest |w| = {largest:.3g})", step=self.state.global_step)
+            what = probe.describe() if not probe.healthy else "the probe forward pass overflowed on another process"
+            raise self._diverged(what, step=self.state.global_step)
 
     def _diverged(self, what: str, step: int | None = None) -> DivergenceError:
         """The error naming ``step`` (default: the step being taken), ``what`` and the likely cause from the
