@@ -80,7 +80,7 @@ def test_finite_weights_whose_logits_overflow_are_never_saved(tmp_path):
     assert not list((out / "checkpoints").glob("checkpoint-*")) and not (out / "final").exists()
 
 
-def test_the_probe_leaves_the_run_unchanged_and_sees_overflowing_activations(tmp_path):
+def test_the_probe_leaves_the_run_unchanged_and_sees_overflowing_activations():
     """The probe runs in eval mode without gradients and draws no random numbers: the training mode is
     restored and a sampler after it draws what it would have drawn without it. It finds what one Adam step
     at lr 1e9 leaves (every weight × ~1e9, finite): hidden states ~1e27 whose square overflows the final

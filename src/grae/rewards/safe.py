@@ -151,8 +151,12 @@ class SafeReward:
         self._finish(n, len(bad), 0, first, kwargs)
         return [self.fallback if v is BAD else v for v in rewards]
 
+    def first_failure(self, first: BaseException | None) -> str:
+        """The first failure of a call as its error line says it (``first`` None: every failure was a timeout)."""
+        return f"{type(first).__name__}: {first}" if first is not None else f"timed out after {self.timeout}s"
+
     def _raise_all_failed(self, n: int, first: BaseException | None, timeouts: int) -> None:
-        what = f"{type(first).__name__}: {first}" if first is not None else f"timed out after {self.timeout}s"
+        what = self.first_failure(first)
         raise RewardFunctionError(
             f"reward function {self.__name__!r} failed on all {n} samples of this call "
             f"({timeouts} timed out); first failure: {what}. A reward function that never works is a bug, "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import math
 import typing
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from grae.train.trl_recipe import (
     RecipeError,
     recipe_assignments,
 )
-from grae.train.trl_values import trl_fields
+from grae.train.trl_values import trl_annotations, trl_fields
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
@@ -647,16 +646,6 @@ def check_trl(trl: dict) -> dict:
             raise ConfigError(f"trl.{key}: not a trl.GRPOConfig field." + (f" Did you mean {close[0]!r}?" if close else ""))
         checked[key] = trl_value(fields[key], value)
     return checked
-
-
-@functools.cache
-def trl_annotations() -> dict[str, Any]:
-    """GRPOConfig's declared field types. Not ``Field.type``: transformers' ``HfArgumentParser`` (TRL's
-    ``TrlParser``) rewrites it in place once any parser is built on GRPOConfig in the process
-    (``include_num_input_tokens_seen: str | bool`` becomes ``bool``), the class's annotations stay."""
-    from trl import GRPOConfig
-
-    return typing.get_type_hints(GRPOConfig)
 
 
 def trl_value(spec: dataclasses.Field, value: Any) -> Any:

@@ -49,6 +49,18 @@ def trl_fields() -> dict[str, dataclasses.Field]:
 
 
 @functools.cache
+def trl_annotations() -> dict[str, Any]:
+    """GRPOConfig's declared field types. Not ``Field.type``: transformers' ``HfArgumentParser`` (TRL's
+    ``TrlParser``) rewrites it in place once any parser is built on GRPOConfig in the process
+    (``include_num_input_tokens_seen: str | bool`` becomes ``bool``), the class's annotations stay."""
+    import typing
+
+    from trl import GRPOConfig
+
+    return typing.get_type_hints(GRPOConfig)
+
+
+@functools.cache
 def documented_values(name: str) -> tuple[str, ...]:
     """The values GRPOConfig's help for field ``name`` names (quoted), in order, its default included."""
     fields = trl_fields()
@@ -84,10 +96,8 @@ def enum_values() -> dict[str, tuple[str, ...]]:
     import enum
     import typing
 
-    from trl import GRPOConfig
-
     out = {}
-    for name, hint in typing.get_type_hints(GRPOConfig).items():
+    for name, hint in trl_annotations().items():
         enums = [o for o in typing.get_args(hint) or (hint,) if isinstance(o, type) and issubclass(o, enum.Enum)]
         if enums:
             out[name] = tuple(str(member.value) for member in enums[0])

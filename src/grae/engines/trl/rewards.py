@@ -54,16 +54,16 @@ def stop_on_total_reward_failure(reward_funcs: list[Any], accelerator: Any) -> N
     world = accelerator.num_processes
     per_rank = accelerator.gather(local).reshape(world, len(contained), 2).tolist()  # [W, F, 2]
     for i, func in enumerate(contained):
-        failed = [rank for rank in range(world) if per_rank[rank][i][0] and per_rank[rank][i][1] == per_rank[rank][i][0]]
+        counts = [per_rank[rank][i] for rank in range(world)]  # (samples, failures) of each rank
+        failed = [rank for rank, (n, failures) in enumerate(counts) if n and failures == n]
         if not failed:
             continue
         _, _, timeouts, first = func.last_call
         if len(failed) == world:  # the whole gathered batch: the single-process error
-            func._raise_all_failed(sum(per_rank[r][i][0] for r in range(world)), first, timeouts)
+            func._raise_all_failed(sum(n for n, _ in counts), first, timeouts)
         mine = accelerator.process_index in failed
-        samples = ", ".join(f"{per_rank[r][i][0]} on rank {r}" for r in failed)
-        what = f"{type(first).__name__}: {first}" if mine and first is not None else (
-            f"timed out after {func.timeout}s" if mine else f"in rank {failed[0]}'s log")
+        samples = ", ".join(f"{counts[rank][0]} on rank {rank}" for rank in failed)
+        what = func.first_failure(first) if mine else f"in rank {failed[0]}'s log"
         raise RewardFunctionError(
             f"reward function {func.__name__!r} failed on every sample of rank {', '.join(map(str, failed))} "
             f"of {world} ({samples}); first failure: {what}. A verifier that works on no sample of a rank is "
