@@ -97,28 +97,11 @@ def load_model(path: str):
 
 def gold_probs(model, tok, examples, temperature: float = 1.0, batch: int = 128) -> np.ndarray:
     """``[P]`` probability that one sample at ``temperature`` (top_p = 1) is the gold completion
-    ``" " + answer + EOS``, teacher-forced."""
-    import torch
+    ``" " + answer + EOS``, teacher-forced (:func:`grae.eval.gold.gold_probs`, chain_trace's completions)."""
+    from grae.data import get_task
+    from grae.eval.gold import gold_probs as teacher_forced
 
-    out = []
-    eos, pad = tok.eos_token_id, tok.pad_token_id
-    for start in range(0, len(examples), batch):
-        chunk = examples[start:start + batch]
-        pairs = [(tok(e["prompt"], add_special_tokens=False)["input_ids"],
-                  tok(" " + str(e["answer"]), add_special_tokens=False)["input_ids"] + [eos]) for e in chunk]
-        width = max(len(p) + len(c) for p, c in pairs)
-        ids = torch.full((len(pairs), width), pad)
-        att = torch.zeros((len(pairs), width), dtype=torch.long)
-        for i, (p, c) in enumerate(pairs):
-            ids[i, :len(p) + len(c)] = torch.tensor(p + c)
-            att[i, :len(p) + len(c)] = 1
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=att).logits.float()  # [B, L, V]
-        logp = torch.log_softmax(logits / temperature, dim=-1)
-        for i, (p, c) in enumerate(pairs):
-            positions = torch.arange(len(p) - 1, len(p) + len(c) - 1)
-            out.append(float(logp[i, positions, torch.tensor(c)].sum()))
-    return np.exp(np.array(out))
+    return teacher_forced(model, tok, examples, get_task("chain_trace"), temperature=temperature, batch=batch)
 
 
 def parse_trace(text: str) -> list[int] | None:

@@ -248,12 +248,11 @@ def _memorisation(config: TrainConfig, metrics: list[dict], after: list[dict],
                   base_rows: list[dict] | None) -> dict[str, float]:
     """Train vs held-out gap and answer leakage of one job (grae.eval.diagnostics); leakage is nan and the
     base's None when the task's training answers cannot be listed."""
-    from grae.data import get_task
     from grae.eval.diagnostics import answer_leakage, train_heldout_gap
 
     try:
-        train_answers = [e["answer"] for e in get_task(config.task.name, **config.task.params).train(
-            config.task.train_size, seed=config.seed)]
+        train_answers = [e["answer"] for e in config.task.build().train(config.task.train_size,
+                                                                       seed=config.seed)]
     except (KeyError, OSError, TypeError, ValueError):  # training answers that cannot be listed
         train_answers = []
     gap = train_heldout_gap(metrics, after)

@@ -53,6 +53,9 @@ class Task(ABC):
     name: str
     prompt_style: str
     answer_format: str
+    #: the verifier accepts one completion per problem, the gold answer's :meth:`answer_completion` (its pass rate
+    #: is that completion's teacher-forced probability: :mod:`grae.eval.gold`); answer-set tasks need not say it
+    one_gold_completion: bool = False
 
     # --- splits --------------------------------------------------------------------------------
 

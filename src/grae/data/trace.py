@@ -101,6 +101,8 @@ class ChainTraceTask(ReasoningGymTask):
     """A chain of ``+``/``-`` (``generator``: ``chain_sum`` or ``chain_range``) with the running-total answer (module
     docstring). ``prompt_style="plain"`` only; other arguments as :class:`~grae.data.procedural.ReasoningGymTask`."""
 
+    one_gold_completion = True
+
     def __init__(self, generator: str = "chain_sum", **kwargs: Any):
         if generator not in ("chain_sum", "chain_range"):
             raise ValueError(f"chain_trace: generator must be chain_sum or chain_range, got {generator!r}")

@@ -59,8 +59,18 @@ class TaskConfig:
     #: keyword parameters of the task (e.g. reasoning-gym generator settings)
     params: dict = field(default_factory=dict)
     #: number of training prompts drawn (train split; disjoint from the held-out split); null: the whole training
-    #: split of a dataset task (what a TRL recipe's dataset_name trains on)
+    #: split of a dataset task (what a TRL recipe's dataset_name trains on), or every problem of train_subset
     train_size: int | None = 10000
+    #: a band file written by ``grae data band`` (docs/tasks.md): train only on its problems, scored in the base's
+    #: competence band, with this task's verifier and held-out split; refused when its task or params differ
+    train_subset: str | None = None
+
+    def build(self) -> Any:
+        """The task (``grae.data.get_task``), its training stream restricted to ``train_subset`` when one is given."""
+        from grae.data import get_task
+        from grae.data.band import with_train_subset
+
+        return with_train_subset(get_task(self.name, **self.params), self.train_subset, self.name, self.params)
 
 
 @dataclass
@@ -456,16 +466,22 @@ def validate(cfg: TrainConfig) -> None:
     except (KeyError, TypeError, ValueError, AssertionError, OverflowError) as err:  # reasoning-gym checks by assert
         raise ConfigError(unknown_parameter(err, cfg.task.name)
                           or f"task: {err.args[0] if err.args else err} (task.params: {cfg.task.params})") from None
-    if isinstance(task, LocalTask):  # its splits are read: sizes it cannot fill are fitted or refused now
+    from grae.data.band import BandFileError, with_train_subset
+
+    try:
+        task = with_train_subset(task, cfg.task.train_subset, cfg.task.name, cfg.task.params)
+    except BandFileError as err:
+        raise ConfigError(str(err)) from None
+    if isinstance(task, LocalTask) or cfg.task.train_subset:  # sizes it cannot fill are fitted or refused now
         cfg.notes = (*cfg.notes, *fit_sizes(cfg, task))
     from grae.data.visual import VisualTask
 
     if isinstance(task, VisualTask) and cfg.sampling.active:  # the one GraeTrainer path that cannot carry images
         raise ConfigError(f"sampling: dynamic sampling and prompt selection do not carry images yet (task "
                           f"{cfg.task.name!r} is visual); set sampling.dynamic false and sampling.selection uniform")
-    if cfg.task.train_size is None and not isinstance(task, RowsTask):
-        raise ConfigError(f"task.train_size: null (the whole training split) needs a dataset task; {cfg.task.name!r} "
-                          "generates problems without end: give a number, e.g. 10000")
+    if cfg.task.train_size is None and not isinstance(task, RowsTask) and not cfg.task.train_subset:
+        raise ConfigError(f"task.train_size: null (the whole training split) needs a dataset task or a train_subset; "
+                          f"{cfg.task.name!r} generates problems without end: give a number, e.g. 10000")
     if cfg.task.train_size is not None and cfg.task.train_size < 1:
         raise ConfigError(f"task.train_size: must be >= 1, got {cfg.task.train_size}")
     if cfg.eval.enabled and (cfg.eval.n < 1 or cfg.eval.num_problems < 1):

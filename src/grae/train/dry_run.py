@@ -19,7 +19,7 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     model and how it loads, task and the columns it reads, sizes fitted to the data, one rendered prompt and what
     its gold answer reads as, reward functions and where each comes from, steps and batch, held-out evaluation,
     run directory."""
-    from grae.data import LocalTask, get_task
+    from grae.data import LocalTask
     from grae.data.hub import fields_line
     from grae.train.trl_rewards import resolve_reward
 
@@ -27,10 +27,12 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     if cfg.trl.get("trust_remote_code"):
         load = {**load, "trust_remote_code": True}
     how = ", ".join(f"{key} {value}" for key, value in load.items()) or "float32"
-    task = get_task(cfg.task.name, **cfg.task.params)
+    task = cfg.task.build()
     size = "all training problems" if cfg.task.train_size is None else f"{cfg.task.train_size} training prompts"
     if isinstance(task, LocalTask):
         size = f"{size} ({len(task.splits()[0])} in the file's training split, {len(task.splits()[1])} held out)"
+    if cfg.task.train_subset:
+        size = f"{size} of the {len(task)} in the band file {cfg.task.train_subset}"
     rewards = [f"task ({cfg.task.name}'s verifier)" if spec == "task" else f"{spec} ({_origin(resolve_reward(spec))})"
                for spec in reward_specs(cfg)]
     params = ", ".join(f"{key}={value}" for key, value in cfg.estimator_params.items())

@@ -77,8 +77,11 @@ def fit_sizes(cfg: Any, task: Any) -> list[str]:
     saying so (returned), when it was a default; one the user gave (``cfg.explicit_keys``; None: every key)
     is refused with :class:`~grae.train.errors.ConfigError` naming the key. ``cfg`` is changed in place."""
     from grae.data import RowsTask
+    from grae.data.band import BandTask
     from grae.train.errors import ConfigError
 
+    if isinstance(task, BandTask):  # the band's size first; the held-out split is the base task's
+        return [*fit_band_size(cfg, task), *fit_sizes(cfg, task.base)]
     if not isinstance(task, RowsTask) or task.eval_only:
         return []
     train, held = task.splits()
@@ -107,3 +110,20 @@ def fit_sizes(cfg: Any, task: Any) -> list[str]:
         notes.append(f"held-out evaluation on all {len(held)} held-out problems of {task.name} (the default "
                      f"eval.num_problems {asked} asks for more; --task.params.heldout_size N holds out more)")
     return notes
+
+
+def fit_band_size(cfg: Any, task: Any) -> list[str]:
+    """``cfg.task.train_size`` fitted to the problems of a band file (:class:`grae.data.band.BandTask`): a default
+    above them becomes null (all of them, one line says so); one the user gave is refused naming the key."""
+    from grae.train.errors import ConfigError
+
+    asked, kept = cfg.task.train_size, len(task)
+    if asked is None or asked <= kept:
+        return []
+    explicit = getattr(cfg, "explicit_keys", None)
+    if explicit is None or "task.train_size" in explicit:
+        raise ConfigError(f"task.train_size: {asked} training problems asked, but the band file {cfg.task.train_subset} "
+                          f"keeps {kept}; set --task.train_size {kept} or null (all of them; training cycles over them)")
+    cfg.task.train_size = None
+    return [f"training on all {kept} problems of the band file {cfg.task.train_subset} (the default task.train_size "
+            f"{asked} asks for more)"]

@@ -161,11 +161,8 @@ def memorisation_lines(out: Path, cfg: TrainConfig, metrics: list[dict]) -> list
     after_path, before_path = out / "eval" / "after.jsonl", out / "eval" / "before.jsonl"
     if not after_path.exists() or not metrics:
         return []
-    from grae.data import get_task
-
     try:
-        train_answers = [e["answer"] for e in get_task(cfg.task.name, **cfg.task.params).train(cfg.task.train_size,
-                                                                                                seed=cfg.seed)]
+        train_answers = [e["answer"] for e in cfg.task.build().train(cfg.task.train_size, seed=cfg.seed)]
     except (KeyError, OSError, TypeError, ValueError) as err:  # a task whose training answers cannot be listed
         return ["## Memorisation diagnostics", "", f"- not computed: the training answers are unavailable ({err})", ""]
     after = read_rows(after_path)

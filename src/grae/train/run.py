@@ -78,7 +78,6 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     hf_logging.disable_progress_bar()
 
     from grae.advantage import get_estimator, with_reward_correction
-    from grae.data import get_task
     from grae.engines.learning_signal import NoSignalWatch
     from grae.engines.trl import GraeTrainer, scale_from_trl
     from grae.presets import resolve_model
@@ -102,7 +101,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
     # data and the model's files first: a task that has fewer distinct problems than asked, or a preset
     # whose package is missing, is a config error (one line, exit 2) before the run directory is claimed
-    task = get_task(cfg.task.name, **cfg.task.params)  # load_config built it once: it builds
+    task = cfg.task.build()  # load_config built it once: it builds
     fitted = fit_sizes(cfg, task)  # a hub dataset's sizes, now that it is loaded (a local file's were fitted before)
     try:
         train_examples = task.train(cfg.task.train_size, seed=cfg.seed)

@@ -1,0 +1,122 @@
+"""The probability that one sample is the gold completion, teacher-forced: a problem's exact pass rate on a
+task whose correct answer is one completion.
+
+For a task whose verifier accepts one completion per problem (``chain_trace``: the whole running-total trace), a
+sample at temperature ``T`` (nucleus ``top_p``) is correct with probability
+
+    p = π_T(answer_completion(gold) + EOS | prompt)
+
+and pass@k = 1 − (1 − p)^k with no sampling variance. Answer-set tasks (``chain_sum``: one integer per line) are
+the same computation for the gold answer alone (:mod:`grae.eval.exact` scores every answer of the set, for the
+reference policies; this scores only the gold one, so it takes one forward per problem, batched). The verifier may
+also accept other texts (another tokenisation, text after the first line); ``p`` counts only the canonical
+completion, so it is a lower bound of the sampled pass rate by that outside mass (``grae eval --exact`` prints it).
+
+:func:`gold_probs` is the one implementation: ``grae data band --exact``, the temperature frontier
+(:mod:`grae.compare.temperature_frontier`) and ``studies/gate_v2.py`` call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+#: problems teacher-forced per forward
+GOLD_BATCH = 64
+
+
+class GoldExactError(ValueError):
+    """A task whose pass rate is not the probability of one gold completion (one line naming the fix)."""
+
+
+def has_gold_completion(task: Any) -> bool:
+    """Whether a problem's pass rate under ``task`` is carried by the one canonical completion of its gold answer:
+    tasks that declare it (``one_gold_completion``, e.g. ``chain_trace``) or that declare a finite answer set
+    (their completions are the answer alone; :mod:`grae.eval.exact`)."""
+    if getattr(task, "one_gold_completion", False):
+        return True
+    answers = task.answer_set() if hasattr(task, "answer_set") else None
+    return bool(answers)
+
+
+def check_gold_task(task: Any) -> None:
+    """:class:`GoldExactError` unless :func:`has_gold_completion`."""
+    if not has_gold_completion(task):
+        raise GoldExactError(f"task {getattr(task, 'name', task)!r}: a correct answer is not one completion (it may "
+                             "follow reasoning, or take many forms), so its pass rate is not one teacher-forced "
+                             "probability; estimate it by sampling (n samples per problem) instead")
+
+
+def gold_completions(task: Any, examples: Sequence[dict[str, Any]]) -> list[str]:
+    """The canonical gold completion of each example (without EOS), each checked against the task's verifier."""
+    out = []
+    for example in examples:
+        completion = task.answer_completion(str(example["answer"]).strip())
+        if task.score(completion, example) != 1.0:
+            raise GoldExactError(f"task {getattr(task, 'name', task)}: the verifier rejects the gold completion "
+                                 f"{completion!r} of {example.get('question_id')}; answer_completion does not match the "
+                                 "task's answer format")
+        out.append(completion)
+    return out
+
+
+def gold_probs(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *, temperature: float = 1.0,
+               top_p: float = 1.0, max_tokens: int | None = None, batch: int = GOLD_BATCH,
+               render: Callable[[Any], str] | None = None) -> np.ndarray:
+    """``[P]`` probability that one sample of ``model`` at ``temperature`` / ``top_p`` is the gold completion of
+    each example, + EOS, teacher-forced (module docstring). ``max_tokens``: a gold completion longer than the
+    sampler's budget has p = 0. ``render``: prompt → model text (default: the chat template for message lists,
+    strings as they are), as the evaluations render it."""
+    check_gold_task(task)
+    if not temperature > 0:
+        raise GoldExactError(f"temperature must be > 0 (greedy decoding has no sampling distribution), got {temperature}")
+    completions = gold_completions(task, examples)
+    from .backends import _render_with
+
+    render = render or (lambda prompt: _render_with(tokenizer, prompt))
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        out = [_batch_logp(model, tokenizer, [render(e["prompt"]) for e in examples[start:start + batch]],
+                           completions[start:start + batch], temperature, top_p, max_tokens)
+               for start in range(0, len(examples), batch)]
+    finally:
+        model.train(was_training)
+    return np.exp(np.concatenate(out)) if out else np.zeros(0)
+
+
+def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], temperature: float, top_p: float,
+                max_tokens: int | None) -> np.ndarray:
+    """``[B]`` summed log-probabilities of each completion + EOS after its prompt (one right-padded forward)."""
+    import torch
+
+    from .backends import NonFiniteLogitsError, _starts_with_special
+    from .exact import nucleus_logprobs
+
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    pairs = [(tokenizer(p, add_special_tokens=not _starts_with_special(tokenizer, p))["input_ids"],
+              tokenizer(c, add_special_tokens=False)["input_ids"] + [eos]) for p, c in zip(prompts, completions)]
+    width = max(len(p) + len(c) for p, c in pairs)
+    device = next(model.parameters()).device
+    ids = torch.full((len(pairs), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(pairs), width), dtype=torch.long)
+    for i, (p, c) in enumerate(pairs):
+        ids[i, :len(p) + len(c)] = torch.tensor(p + c)
+        attention[i, :len(p) + len(c)] = 1
+    with torch.no_grad():
+        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
+    out = np.empty(len(pairs))
+    for i, (p, c) in enumerate(pairs):
+        if max_tokens is not None and len(c) > max_tokens:
+            out[i] = -np.inf
+            continue
+        positions = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=device)
+        logp = nucleus_logprobs(logits[i, positions], temperature, top_p)  # [len(c), V]
+        total = float(logp.gather(-1, torch.tensor(c, device=device)[:, None]).sum())
+        if np.isnan(total):
+            raise NonFiniteLogitsError("teacher-forcing the gold completions")
+        out[i] = total
+    return out
