@@ -1,0 +1,303 @@
+"""Gate v3 (issue 52): certify an RL step that learns, train in the base's competence band, and measure every arm
+against the base's temperature frontier. Each step reads a design file committed before its runs
+(studies/design/gate_v3_*.yaml).
+
+    python studies/gate_v3.py check-base studies/design/gate_v3_pregate.yaml   # the rebuilt base is the measured one
+    python studies/gate_v3.py instrument studies/design/gate_v3_pregate.yaml   # a, b, k_L, S on the (rebuilt) base
+    python studies/gate_v3.py band       studies/design/gate_v3_pregate.yaml   # grae data band: the training problems
+    python studies/gate_v3.py pregate    studies/design/gate_v3_pregate.yaml   # the arms; table + training logs
+
+Every pass@1 is exact (``chain_trace`` has one correct completion per problem: p = π(" " + gold + EOS | prompt),
+teacher-forced, :func:`gate_v2.gold_probs`). The pre-gate's Δ is paired per problem against the base (one seed: its
+interval is over problems only, a t interval on the per-problem differences).
+
+Outputs (committed): ``studies/reports/gate_v3/<design name>/``: ``pregate.md`` / ``pregate.json`` (the table),
+``logs/<arm>.jsonl`` (per step: reward, frac_reward_zero_std, entropy, grad_norm, learning_rate, completion length),
+``logs/<arm>.run.json`` and ``logs/<arm>.cpu_seconds``; the band file's header and counts (``band.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from gate_v2 import gold_probs, load_model  # this folder is the script's sys.path[0]
+
+REPORTS = Path("studies/reports/gate_v3")
+RUNS = Path("runs/gate_v3")
+#: per-step keys of metrics.jsonl kept in the committed training logs
+LOG_KEYS = ("step", "reward", "frac_reward_zero_std", "entropy", "grad_norm", "learning_rate",
+            "completions/mean_length", "completions/clipped_ratio", "omega", "acr", "num_tokens")
+
+
+def load_design(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def task_of(design: dict[str, Any]):
+    from grae.data import get_task
+
+    spec = design["train"]["task"]
+    return get_task(spec["name"], **spec.get("params", {}))
+
+
+def out_dir(design: dict[str, Any]) -> Path:
+    return REPORTS / design["name"]
+
+
+def run_root(design: dict[str, Any]) -> Path:
+    return RUNS / design["name"]
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def paired(diff: np.ndarray) -> dict[str, float]:
+    """Mean of per-problem differences (points) with a 95 % t interval over problems."""
+    from scipy.stats import t as student_t
+
+    n = len(diff)
+    mean = float(diff.mean())
+    se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+    half = float(student_t.ppf(0.975, n - 1)) * se
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
+
+
+# ---------------------------------------------------------------------------------------------------- check-base
+def check_base(design_path: Path) -> dict[str, Any]:
+    """The rebuilt base's exact held-out p at T = 1 against the committed one (gate v2's measured base)."""
+    design = load_design(design_path)
+    heldout = task_of(design).heldout(design["heldout_problems"])
+    model, tok = load_model(design["train"]["model"])
+    p = gold_probs(model, tok, heldout)
+    committed = np.load(design["base_check"])[0]
+    result = {"model": design["train"]["model"], "problems": len(heldout), "pass1": float(100 * p.mean()),
+              "committed_pass1": float(100 * committed.mean()), "max_abs_diff_p": float(np.abs(p - committed).max())}
+    out = out_dir(design)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "base_check.json").write_text(json.dumps(result, indent=1) + "\n")
+    np.save(out / "base_heldout_p.npy", p)
+    print(json.dumps(result))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- instrument
+def instrument(design_path: Path) -> dict[str, Any]:
+    """Gate v2's base step (:func:`gate_v2.base_step`: exact pass@k, the format-only oracle, the references with no
+    computation, k_L, the subset S, the best temperature) on this design's base and held-out problems, written under
+    ``studies/reports/gate_v3/<name>/instrument/``: the rebuilt base is another model, so its instrument is measured
+    again rather than taken from gate v2's t4."""
+    import gate_v2
+
+    design = load_design(design_path)
+    v2_design = {"name": "instrument", "seeds": [design["seed"]], "heldout_problems": design["heldout_problems"],
+                 "derived_from": [], "sft_overlap_recipe": design.get("sft_overlap_recipe"),
+                 "train": {**design["train"], "task": {**design["train"]["task"], "train_size": 2048}}}
+    path = run_root(design) / "instrument.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(v2_design, sort_keys=False))
+    gate_v2.REPORTS = out_dir(design)
+    result = gate_v2.base_step(path)
+    print((out_dir(design) / "instrument" / "base.md").read_text())
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------- band
+def band_paths(design: dict[str, Any]) -> tuple[Path, Path, Path]:
+    """``(pool band file, training file, band hold-out file)``."""
+    root = run_root(design)
+    return root / "band.jsonl", root / "band_train.jsonl", root / "band_holdout.jsonl"
+
+
+def band(design_path: Path) -> None:
+    """``grae data band`` on the design's pool, then ``holdout`` band problems (a seeded draw) kept out of training."""
+    from grae.data.band import read_band, write_band
+
+    design = load_design(design_path)
+    spec, cfg = design["band"], design["train"]
+    whole, train_file, holdout_file = band_paths(design)
+    whole.parent.mkdir(parents=True, exist_ok=True)
+    params = [f"--param={k}={v}" for k, v in cfg["task"].get("params", {}).items()]
+    cmd = [sys.executable, "-m", "grae.cli", "data", "band", "--model", cfg["model"], "--task", cfg["task"]["name"],
+           *params, "--pool", str(spec["pool"]), "--seed", str(spec["pool_seed"]), "--lo", str(spec["lo"]),
+           "--hi", str(spec["hi"]), "--temperature", str(spec["temperature"]), "--exact",
+           "--max-tokens", str(cfg["trl"]["max_completion_length"]), "--batch-size", "128", "-o", str(whole)]
+    if not whole.exists():
+        print(" ".join(cmd), flush=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        (whole.parent / "band.cpu_seconds").write_text(f"{after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime:.1f}\n")
+    header, rows = read_band(whole)
+    rng = np.random.default_rng(spec["pool_seed"])
+    held = set(rng.choice(len(rows), size=min(spec["holdout"], len(rows) // 4), replace=False).tolist())
+    write_band(train_file, header, [r for i, r in enumerate(rows) if i not in held])
+    write_band(holdout_file, header, [r for i, r in enumerate(rows) if i in held])
+    out = out_dir(design)
+    out.mkdir(parents=True, exist_ok=True)
+    rates = np.array([r["pass_rate"] for r in rows])
+    summary = {"header": header, "kept": len(rows), "train": len(rows) - len(held), "holdout": len(held),
+               "mean_pass_rate": float(rates.mean()),
+               "expected_informative_groups_G8": float(np.mean(1 - rates ** 8 - (1 - rates) ** 8)),
+               "cpu_seconds": float((whole.parent / "band.cpu_seconds").read_text()) if (whole.parent / "band.cpu_seconds").exists() else None}
+    (out / "band.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "header"}))
+
+
+def band_holdout_examples(design: dict[str, Any]) -> list[dict[str, Any]]:
+    """The band hold-out problems as task examples (same prompts and golds as training would see)."""
+    from grae.data.band import read_band
+
+    _, rows = read_band(band_paths(design)[2])
+    wanted = {r["question_id"] for r in rows}
+    task = task_of(design)
+    pool = task.train(design["band"]["pool"], seed=design["band"]["pool_seed"])
+    found = [e for e in pool if str(e["question_id"]) in wanted]
+    if len(found) != len(wanted):
+        raise SystemExit(f"band hold-out: {len(wanted) - len(found)} problems not found in the task's pool again")
+    return found
+
+
+# ------------------------------------------------------------------------------------------------------- pregate
+def core_seconds(cmd: list[str], out: Path) -> None:
+    resumed = "--resume" in cmd
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    earlier = float((out / "cpu_seconds").read_text()) if resumed and (out / "cpu_seconds").exists() else 0.0
+    (out / "cpu_seconds").write_text(f"{earlier + used:.1f}\n")  # a resumed run counts its earlier processes
+
+
+def arm_config(design: dict[str, Any], arm: str) -> dict[str, Any]:
+    cfg = merged(design["train"], design["arms"][arm] or {})
+    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design)[1])}
+    cfg["keep_steps"] = [s for s in design["checkpoints"] if s < cfg["max_steps"]]
+    cfg["seed"] = design["seed"]
+    return cfg
+
+
+def train_arm(design: dict[str, Any], arm: str) -> Path:
+    out = run_root(design) / arm
+    if (out / "final").exists():
+        return out
+    cfg_path = run_root(design) / f"{arm}.yaml"
+    cfg_path.write_text(yaml.safe_dump(arm_config(design, arm), sort_keys=False))
+    cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
+           *(["--resume"] if (out / "run.json").exists() else [])]
+    print(" ".join(cmd), flush=True)
+    core_seconds(cmd, out)
+    return out
+
+
+def checkpoint_path(out: Path, step: int, max_steps: int) -> Path:
+    return out / "final" if step == max_steps else out / "snapshots" / f"step-{step}"
+
+
+def write_logs(design: dict[str, Any], arm: str, out: Path) -> None:
+    from grae.train.rundir import read_metrics
+
+    logs = out_dir(design) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    rows = [{k: r[k] for k in LOG_KEYS if k in r} for r in read_metrics(out / "metrics.jsonl")]
+    (logs / f"{arm}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shutil.copyfile(out / "run.json", logs / f"{arm}.run.json")
+    shutil.copyfile(out / "cpu_seconds", logs / f"{arm}.cpu_seconds")
+
+
+def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
+    design = load_design(design_path)
+    heldout = task_of(design).heldout(design["heldout_problems"])
+    band_held = band_holdout_examples(design)
+    out = out_dir(design)
+    cache_path = out / "pregate_p.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    if "base" not in cache:
+        model, tok = load_model(design["train"]["model"])
+        cache["base"] = {"heldout": gold_probs(model, tok, heldout).tolist(),
+                         "band": gold_probs(model, tok, band_held).tolist()}
+        cache_path.write_text(json.dumps(cache))
+    base_h, base_b = np.array(cache["base"]["heldout"]), np.array(cache["base"]["band"])
+    max_steps = design["train"]["max_steps"]
+    table: dict[str, Any] = {}
+    for arm in arms or list(design["arms"]):
+        run = train_arm(design, arm)
+        write_logs(design, arm, run)
+        row: dict[str, Any] = {"cpu_minutes": float((run / "cpu_seconds").read_text()) / 60}
+        for step in design["checkpoints"]:
+            key = f"{arm}@{step}"
+            if key not in cache:
+                model, tok = load_model(str(checkpoint_path(run, step, max_steps)))
+                cache[key] = {"heldout": gold_probs(model, tok, heldout).tolist(),
+                              "band": gold_probs(model, tok, band_held).tolist()}
+                cache_path.write_text(json.dumps(cache))
+            row[str(step)] = {"heldout": paired(100 * (np.array(cache[key]["heldout"]) - base_h)),
+                              "band": paired(100 * (np.array(cache[key]["band"]) - base_b))}
+        first, last = (str(s) for s in (design["checkpoints"][0], design["checkpoints"][-1]))
+        d_first, d_last = row[first]["heldout"]["mean"], row[last]["heldout"]["mean"]
+        row["certified"] = bool(d_last > 1 and d_last > d_first)
+        row["per_100_steps"] = d_last * 100 / int(last)
+        table[arm] = row
+    result = {"design": str(design_path), "base_heldout_pass1": float(100 * base_h.mean()),
+              "base_band_pass1": float(100 * base_b.mean()), "band_holdout_problems": len(band_held), "arms": table,
+              "certified": [a for a, r in table.items() if r["certified"]]}
+    (out / "pregate.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "pregate.md").write_text(pregate_markdown(design, result))
+    print((out / "pregate.md").read_text())
+    return result
+
+
+def fmt(iv: dict[str, float]) -> str:
+    return f"{iv['mean']:+.2f} [{iv['lo']:+.2f}, {iv['hi']:+.2f}]"
+
+
+def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
+    steps = [str(s) for s in design["checkpoints"]]
+    head = ["arm"] + [f"Δ held-out pass@1 @{s}" for s in steps] + [f"Δ band hold-out pass@1 @{s}" for s in steps] + [
+        "certified", "core-min"]
+    lines = [f"## Pre-gate: {design['name']}", "",
+             f"Base exact pass@1 at T = 1: held-out {r['base_heldout_pass1']:.2f} ({design['heldout_problems']} problems), "
+             f"band hold-out {r['base_band_pass1']:.2f} ({r['band_holdout_problems']} problems never trained on). "
+             "Δ in points, exact, paired per problem against the base, 95 % t interval over problems (1 seed).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, row in r["arms"].items():
+        cells = [arm] + [fmt(row[s]["heldout"]) for s in steps] + [fmt(row[s]["band"]) for s in steps] + [
+            "**yes**" if row["certified"] else "no", f"{row['cpu_minutes']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Rule (committed in the design): certified = Δ held-out pass@1 at the last step > +1 and above its "
+              f"value at the first. Certified: {', '.join(r['certified']) or 'none'}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=["check-base", "instrument", "band", "pregate"])
+    parser.add_argument("design", type=Path)
+    parser.add_argument("--arms", nargs="*")
+    args = parser.parse_args(argv)
+    if args.step == "check-base":
+        check_base(args.design)
+    elif args.step == "instrument":
+        instrument(args.design)
+    elif args.step == "band":
+        band(args.design)
+    else:
+        pregate(args.design, args.arms)
+
+
+if __name__ == "__main__":
+    main()
