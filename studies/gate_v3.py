@@ -36,8 +36,9 @@ from gate_v2 import gold_probs, load_model  # this folder is the script's sys.pa
 REPORTS = Path("studies/reports/gate_v3")
 RUNS = Path("runs/gate_v3")
 #: per-step keys of metrics.jsonl kept in the committed training logs
-LOG_KEYS = ("step", "reward", "frac_reward_zero_std", "entropy", "grad_norm", "learning_rate",
-            "completions/mean_length", "completions/clipped_ratio", "omega", "acr", "num_tokens")
+LOG_KEYS = ("step", "reward", "reward_std", "frac_reward_zero_std", "entropy", "grad_norm", "learning_rate",
+            "completions/mean_length", "completions/clipped_ratio", "grae/omega", "grae/acr", "grae/frac_all_correct",
+            "grae/frac_all_wrong", "grae/frac_dropped", "step_time")
 
 
 def load_design(path: Path) -> dict[str, Any]:
@@ -118,8 +119,8 @@ def instrument(design_path: Path) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------------- band
 def band_paths(design: dict[str, Any]) -> tuple[Path, Path, Path]:
-    """``(pool band file, training file, band hold-out file)``."""
-    root = run_root(design)
+    """``(pool band file, training file, band hold-out file)``; a design with ``band_design`` uses that design's."""
+    root = run_root(load_design(Path(design["band_design"]))) if "band_design" in design else run_root(design)
     return root / "band.jsonl", root / "band_train.jsonl", root / "band_holdout.jsonl"
 
 
@@ -141,7 +142,8 @@ def band(design_path: Path) -> None:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        (whole.parent / "band.cpu_seconds").write_text(f"{after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime:.1f}\n")
+        used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        (whole.parent / "band.cpu_seconds").write_text(f"{used:.1f}\n")
     header, rows = read_band(whole)
     rng = np.random.default_rng(spec["pool_seed"])
     held = set(rng.choice(len(rows), size=min(spec["holdout"], len(rows) // 4), replace=False).tolist())
@@ -150,10 +152,11 @@ def band(design_path: Path) -> None:
     out = out_dir(design)
     out.mkdir(parents=True, exist_ok=True)
     rates = np.array([r["pass_rate"] for r in rows])
+    cpu = whole.parent / "band.cpu_seconds"
     summary = {"header": header, "kept": len(rows), "train": len(rows) - len(held), "holdout": len(held),
                "mean_pass_rate": float(rates.mean()),
                "expected_informative_groups_G8": float(np.mean(1 - rates ** 8 - (1 - rates) ** 8)),
-               "cpu_seconds": float((whole.parent / "band.cpu_seconds").read_text()) if (whole.parent / "band.cpu_seconds").exists() else None}
+               "cpu_seconds": float(cpu.read_text()) if cpu.exists() else None}
     (out / "band.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "header"}))
 
@@ -261,6 +264,150 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
+# ---------------------------------------------------------------------------------------------------------- gate
+# A gate design (studies/design/gate_v3_<name>.yaml) names its pre-gate design (the base, the instrument and the band
+# files), the certified arm's settings frozen in ``train``, its ``seeds`` and ``checkpoints`` (steps kept for GRPO's
+# checkpoint frontier). Criteria (issue 52 §3; the design's RULE): a, b as gate v2 (on the instrument); c': GRPO's
+# pass@1 at T = 1 − the base's at T = 1, lower bound > +2, and GRPO at its own best T − the base at its best T (both
+# chosen on training problems), lower bound > −1; d: GRPO − base at k_L upper bound < −2 (held-out or S), both
+# outcomes reported; e: each run ≤ 30 core-minutes. Secondary: GRPO at T = 1 − the best-T base; Δ_F (distance above
+# the base's temperature frontier at k_L) and the band hold-out gap.
+def gate_runs(design: dict[str, Any], pre: dict[str, Any]) -> dict[int, Path]:
+    return {s: run_root(pre) / design["name"] / f"grpo_s{s}" for s in design["seeds"]}
+
+
+def gate_train(design_path: Path, seeds: list[int] | None) -> None:
+    design = load_design(design_path)
+    pre = load_design(Path(design["pregate"]))
+    runs = gate_runs(design, pre)
+    for seed in seeds or design["seeds"]:
+        out = runs[seed]
+        if (out / "final").exists():
+            continue
+        cfg = dict(design["train"])
+        cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(pre)[1])}
+        cfg["keep_steps"] = [s for s in design["checkpoints"] if s < cfg["max_steps"]]
+        cfg["seed"] = seed
+        cfg_path = out.parent / f"grpo_s{seed}.yaml"
+        cfg_path.parent.mkdir(parents=True, exist_ok=True)
+        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
+               *(["--resume"] if (out / "run.json").exists() else [])]
+        print(" ".join(cmd), flush=True)
+        core_seconds(cmd, out)
+
+
+def temperature_choice(model, tok, examples, task, temperatures) -> tuple[float, dict[float, float]]:
+    """The temperature of the best exact pass@1 on ``examples`` (training problems) and every T's pass@1 (points)."""
+    from grae.eval.gold import gold_probs as exact_p
+
+    by_t = {float(t): float(100 * exact_p(model, tok, examples, task, temperature=float(t)).mean()) for t in temperatures}
+    return max(by_t, key=lambda t: by_t[t]), by_t
+
+
+def gate_report(design_path: Path) -> dict[str, Any]:
+    from grae.compare.stats import crossed_interval
+    from grae.compare.temperature_frontier import base_temperature_p, frontier_table, temperature_frontier
+    from grae.data.band import read_band
+    from grae.eval.gold import gold_probs as exact_p
+
+    design = load_design(design_path)
+    pre = load_design(Path(design["pregate"]))
+    task = task_of(pre)
+    heldout = task.heldout(pre["heldout_problems"])
+    inst = json.loads((out_dir(pre) / "instrument" / "base.json").read_text())
+    k_l = inst["deciding_k"]
+    temps = [float(t) for t in design["temperatures"]]
+    _, train_rows = read_band(band_paths(pre)[1])
+    ids = {r["question_id"] for r in train_rows[: design["temperature_problems"]]}
+    pool = task.train(pre["band"]["pool"], seed=pre["band"]["pool_seed"])
+    train_probs = [e for e in pool if str(e["question_id"]) in ids]
+    band_held = band_holdout_examples(pre)
+    out = out_dir(pre) / design["name"]
+    out.mkdir(parents=True, exist_ok=True)
+    cache_path = out / "p.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+
+    def measured(key: str, model_path: str) -> dict[str, Any]:
+        if key not in cache:
+            model, tok = load_model(model_path)
+            best_t, by_t = temperature_choice(model, tok, train_probs, task, temps)
+            cache[key] = {"T1": exact_p(model, tok, heldout, task).tolist(), "best_t": best_t, "train_by_t": by_t,
+                          "best": exact_p(model, tok, heldout, task, temperature=best_t).tolist(),
+                          "band_train": float(100 * exact_p(model, tok, train_probs, task).mean()),
+                          "band_holdout": float(100 * exact_p(model, tok, band_held, task).mean())}
+            if key == "base":
+                model_t = base_temperature_p(model, tok, heldout, task, temps)
+                cache[key]["frontier"] = {str(t): v.tolist() for t, v in model_t.items()}
+            cache_path.write_text(json.dumps(cache))
+        return cache[key]
+
+    base = measured("base", pre["train"]["model"])
+    runs = gate_runs(design, pre)
+    done = [s for s in design["seeds"] if (runs[s] / "final").exists()]
+    finals = {s: measured(f"seed{s}", str(runs[s] / "final")) for s in done}
+    ckpts = {s: {c: measured(f"seed{s}@{c}", str(runs[s] / "snapshots" / f"step-{c}"))["T1"]
+                 for c in design["checkpoints"] if c < design["train"]["max_steps"]} for s in done}
+    ks = [1, k_l]
+
+    def curve(p) -> np.ndarray:  # [P, len(ks)] per-problem pass@k, in points
+        p = np.asarray(p)[:, None]
+        return 100 * (1 - (1 - p) ** np.asarray(ks)[None, :])
+
+    def diff(key: str, ref: np.ndarray, mask: np.ndarray | None = None) -> list[dict[str, float]] | None:
+        if len(done) < 2:
+            return None
+        d = np.stack([curve(finals[s][key]) - curve(ref) for s in done])
+        d = d[:, mask] if mask is not None else d
+        return [vars(iv) for iv in crossed_interval(d)]
+
+    p_base_t1, p_base_best = np.array(base["T1"]), np.array(base["best"])
+    s_ids = set(inst["subset_S"]["question_ids"])
+    s_mask = np.array([str(e["question_id"]) in s_ids for e in heldout])
+    c1 = diff("T1", p_base_t1)
+    c2 = diff("best", p_base_best)
+    secondary = diff("T1", p_base_best)
+    d_all = c1[1] if c1 else None
+    d_s = diff("T1", p_base_t1, s_mask)[1] if (c1 and inst["subset_S"]["used"]) else None
+    frontier, dist = temperature_frontier({float(t): np.array(v) for t, v in base["frontier"].items()},
+                                          {"GRPO (T = 1)": np.stack([finals[s]["T1"] for s in done])} if done else {},
+                                          k_l)
+    minutes = [float((runs[s] / "cpu_seconds").read_text()) / 60 for s in done]
+    complete = len(done) >= len(design["seeds"])
+
+    def verdict(passes: bool, fails: bool) -> str:
+        return "pass" if (passes and complete) else ("FAIL" if fails else "undecided (pilot)")
+
+    c_pass = bool(c1) and c1[0]["lo"] > 2 and c2[0]["lo"] > -1
+    c_fail = bool(c1) and (c1[0]["hi"] <= 2 or c2[0]["hi"] <= -1 or (complete and not c_pass))
+    d_ivs = [iv for iv in (d_all, d_s) if iv]
+    d_pass = any(iv["hi"] < -2 for iv in d_ivs)
+    d_fail = bool(d_ivs) and (all(iv["lo"] >= -2 for iv in d_ivs) or (complete and not d_pass))
+    crit = {"a": all(inst["criterion_a"][str(k)] <= 1 for k in ks), "b": k_l is not None,
+            "c'": verdict(c_pass, c_fail), "d": verdict(d_pass, d_fail),
+            "e": "pass" if minutes and max(minutes) <= design["max_core_minutes"] else ("FAIL" if minutes else "not run")}
+    gate = "passes" if (crit["a"] and crit["b"] and crit["c'"] == crit["d"] == crit["e"] == "pass") else (
+        "fails" if (not crit["a"] or not crit["b"] or "FAIL" in (crit["c'"], crit["d"], crit["e"])) else "undecided")
+    fd = dist.get("GRPO (T = 1)")
+    result = {"design": str(design_path), "seeds_done": done, "complete": complete, "deciding_k": k_l,
+              "base": {"T1": {k: float(curve(p_base_t1)[:, i].mean()) for i, k in enumerate(ks)},
+                       "best_t": base["best_t"], "best": {k: float(curve(p_base_best)[:, i].mean()) for i, k in enumerate(ks)},
+                       "band_train": base["band_train"], "band_holdout": base["band_holdout"]},
+              "grpo_per_seed": {str(s): {"T1": {k: float(curve(f["T1"])[:, i].mean()) for i, k in enumerate(ks)},
+                                         "best_t": f["best_t"],
+                                         "best": {k: float(curve(f["best"])[:, i].mean()) for i, k in enumerate(ks)},
+                                         "band_train": f["band_train"], "band_holdout": f["band_holdout"],
+                                         "checkpoints_pass1": {str(c): float(100 * np.mean(v)) for c, v in ckpts[s].items()}}
+                                for s, f in finals.items()},
+              "c1_grpo_T1_minus_base_T1": c1, "c2_grpo_best_minus_base_best": c2,
+              "secondary_grpo_T1_minus_best_T_base": secondary, "d_at_kL": d_all, "d_at_kL_on_S": d_s,
+              "delta_F": vars(fd) if fd else None, "frontier_rows": frontier_table(frontier),
+              "training_minutes": minutes, "criteria": crit, "gate": gate}
+    (out / "report.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    print(json.dumps({k: result[k] for k in ("seeds_done", "criteria", "gate", "training_minutes")}, default=float))
+    return result
+
+
 def fmt(iv: dict[str, float]) -> str:
     return f"{iv['mean']:+.2f} [{iv['lo']:+.2f}, {iv['hi']:+.2f}]"
 
@@ -285,9 +432,10 @@ def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["check-base", "instrument", "band", "pregate"])
+    parser.add_argument("step", choices=["check-base", "instrument", "band", "pregate", "gate-train", "gate-report"])
     parser.add_argument("design", type=Path)
     parser.add_argument("--arms", nargs="*")
+    parser.add_argument("--seeds", nargs="*", type=int)
     args = parser.parse_args(argv)
     if args.step == "check-base":
         check_base(args.design)
@@ -295,8 +443,12 @@ def main(argv=None) -> None:
         instrument(args.design)
     elif args.step == "band":
         band(args.design)
-    else:
+    elif args.step == "pregate":
         pregate(args.design, args.arms)
+    elif args.step == "gate-train":
+        gate_train(args.design, args.seeds)
+    else:
+        gate_report(args.design)
 
 
 if __name__ == "__main__":
