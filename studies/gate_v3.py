@@ -38,7 +38,7 @@ RUNS = Path("runs/gate_v3")
 #: per-step keys of metrics.jsonl kept in the committed training logs
 LOG_KEYS = ("step", "reward", "reward_std", "frac_reward_zero_std", "entropy", "grad_norm", "learning_rate",
             "completions/mean_length", "completions/clipped_ratio", "grae/omega", "grae/acr", "grae/frac_all_correct",
-            "grae/frac_all_wrong", "grae/frac_dropped", "step_time")
+            "grae/frac_all_wrong", "grae/frac_dropped", "grae/gen_batches", "step_time")
 
 
 def load_design(path: Path) -> dict[str, Any]:
@@ -105,7 +105,8 @@ def instrument(design_path: Path) -> dict[str, Any]:
     import gate_v2
 
     design = load_design(design_path)
-    v2_design = {"name": "instrument", "seeds": [design["seed"]], "heldout_problems": design["heldout_problems"],
+    v2_design = {"name": "instrument", "rule": "issue-45-gate-v2", "seeds": [design["seed"]],
+                 "heldout_problems": design["heldout_problems"],
                  "derived_from": [], "sft_overlap_recipe": design.get("sft_overlap_recipe"),
                  "train": {**design["train"], "task": {**design["train"]["task"], "train_size": 2048}}}
     path = run_root(design) / "instrument.yaml"
@@ -199,6 +200,7 @@ def train_arm(design: dict[str, Any], arm: str) -> Path:
     if (out / "final").exists():
         return out
     cfg_path = run_root(design) / f"{arm}.yaml"
+    cfg_path.parent.mkdir(parents=True, exist_ok=True)
     cfg_path.write_text(yaml.safe_dump(arm_config(design, arm), sort_keys=False))
     cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
            *(["--resume"] if (out / "run.json").exists() else [])]
@@ -227,6 +229,7 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
     heldout = task_of(design).heldout(design["heldout_problems"])
     band_held = band_holdout_examples(design)
     out = out_dir(design)
+    out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "pregate_p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     if "base" not in cache:
@@ -255,7 +258,10 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
         row["certified"] = bool(d_last > 1 and d_last > d_first)
         row["per_100_steps"] = d_last * 100 / int(last)
         table[arm] = row
-    result = {"design": str(design_path), "base_heldout_pass1": float(100 * base_h.mean()),
+    k_l, frontier_rows = frontier_distances(design, heldout, cache, table)
+    cache_path.write_text(json.dumps(cache))
+    result = {"design": str(design_path), "base_heldout_pass1": float(100 * base_h.mean()), "deciding_k": k_l,
+              "base_temperature_frontier": frontier_rows,
               "base_band_pass1": float(100 * base_b.mean()), "band_holdout_problems": len(band_held), "arms": table,
               "certified": [a for a, r in table.items() if r["certified"]]}
     (out / "pregate.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -408,6 +414,33 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     return result
 
 
+def instrument_of(design: dict[str, Any]) -> dict[str, Any]:
+    """The instrument measured on the band design's base (``gate_v3.py instrument``)."""
+    root = out_dir(load_design(Path(design["band_design"]))) if "band_design" in design else out_dir(design)
+    return json.loads((root / "instrument" / "base.json").read_text())
+
+
+def frontier_distances(design: dict[str, Any], heldout, cache: dict[str, Any], table: dict[str, Any]):
+    """Each arm's Δ_F at k_L (its last checkpoint against the base's temperature frontier on the held-out problems,
+    1 seed: an interval over problems), added to ``table``; returns k_L and F's rows."""
+    from grae.compare.temperature_frontier import TEMPERATURES, base_temperature_p, frontier_table, temperature_frontier
+
+    k_l = instrument_of(design)["deciding_k"]
+    if "base_T" not in cache:
+        model, tok = load_model(design["train"]["model"])
+        cache["base_T"] = {str(t): v.tolist() for t, v in
+                           base_temperature_p(model, tok, heldout, task_of(design), TEMPERATURES).items()}
+    base_t = {float(t): np.array(v) for t, v in cache["base_T"].items()}
+    last = design["checkpoints"][-1]
+    arms = {arm: np.array(cache[f"{arm}@{last}"]["heldout"])[None] for arm in table}
+    frontier, dist = temperature_frontier(base_t, arms, k_l)
+    for arm, fd in dist.items():
+        table[arm]["delta_F"] = {"mean": 100 * fd.interval.mean, "lo": 100 * fd.interval.lo,
+                                 "hi": 100 * fd.interval.hi, "k": k_l}
+        table[arm]["pass_kL"] = float(100 * np.mean(1 - (1 - arms[arm][0]) ** k_l))
+    return k_l, frontier_table(frontier)
+
+
 def fmt(iv: dict[str, float]) -> str:
     return f"{iv['mean']:+.2f} [{iv['lo']:+.2f}, {iv['hi']:+.2f}]"
 
@@ -415,7 +448,7 @@ def fmt(iv: dict[str, float]) -> str:
 def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
     steps = [str(s) for s in design["checkpoints"]]
     head = ["arm"] + [f"Δ held-out pass@1 @{s}" for s in steps] + [f"Δ band hold-out pass@1 @{s}" for s in steps] + [
-        "certified", "core-min"]
+        "certified", "core-min", "pass@k_L", "Δ_F at k_L"]
     lines = [f"## Pre-gate: {design['name']}", "",
              f"Base exact pass@1 at T = 1: held-out {r['base_heldout_pass1']:.2f} ({design['heldout_problems']} problems), "
              f"band hold-out {r['base_band_pass1']:.2f} ({r['band_holdout_problems']} problems never trained on). "
@@ -423,8 +456,11 @@ def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, row in r["arms"].items():
         cells = [arm] + [fmt(row[s]["heldout"]) for s in steps] + [fmt(row[s]["band"]) for s in steps] + [
-            "**yes**" if row["certified"] else "no", f"{row['cpu_minutes']:.1f}"]
+            "**yes**" if row["certified"] else "no", f"{row['cpu_minutes']:.1f}", f"{row['pass_kL']:.1f}",
+            fmt(row["delta_F"])]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"The base's temperature frontier on the held-out problems (k_L = {r['deciding_k']}, exact):", "",
+              *r["base_temperature_frontier"]]
     lines += ["", "Rule (committed in the design): certified = Δ held-out pass@1 at the last step > +1 and above its "
               f"value at the first. Certified: {', '.join(r['certified']) or 'none'}."]
     return "\n".join(lines) + "\n"
