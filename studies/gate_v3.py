@@ -7,9 +7,10 @@ against the base's temperature frontier. Each step reads a design file committed
     python studies/gate_v3.py band       studies/design/gate_v3_pregate.yaml   # grae data band: the training problems
     python studies/gate_v3.py pregate    studies/design/gate_v3_pregate.yaml   # the arms; table + training logs
 
-Every pass@1 is exact (``chain_trace`` has one correct completion per problem: p = π(" " + gold + EOS | prompt),
-teacher-forced, :func:`gate_v2.gold_probs`). The pre-gate's Δ is paired per problem against the base (one seed: its
-interval is over problems only, a t interval on the per-problem differences).
+Every pass@1 is exact (``chain_trace`` accepts one completion per strategy: p = Σ π(" " + gold + EOS | prompt),
+teacher-forced over every gold completion the task accepts, :func:`grae.eval.gold.gold_probs`). The pre-gate's Δ is
+paired per problem against the base (one seed: its interval is over problems only, a t interval on the per-problem
+differences).
 
 Outputs (committed): ``studies/reports/gate_v3/<design name>/``: ``pregate.md`` / ``pregate.json`` (the table),
 ``logs/<arm>.jsonl`` (per step: reward, frac_reward_zero_std, entropy, grad_norm, learning_rate, completion length),
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from gate_v2 import gold_probs, load_model  # this folder is the script's sys.path[0]
+from gate_v2 import load_model  # this folder is the script's sys.path[0]
 
 REPORTS = Path("studies/reports/gate_v3")
 RUNS = Path("runs/gate_v3")
@@ -45,11 +46,33 @@ def load_design(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
-def task_of(design: dict[str, Any]):
+def task_of(design: dict[str, Any], heldout: bool = False):
+    """The design's training task; ``heldout``: with the design's ``heldout_params`` over its parameters (the
+    two-mode design trains on in-range chains and holds out both kinds)."""
     from grae.data import get_task
 
     spec = design["train"]["task"]
-    return get_task(spec["name"], **spec.get("params", {}))
+    params = {**spec.get("params", {}), **(design.get("heldout_params", {}) if heldout else {})}
+    return get_task(spec["name"], **params)
+
+
+def gold_probs(model, tok, examples, task, temperature: float = 1.0) -> np.ndarray:
+    """``[P]`` exact probability that one sample at ``temperature`` is accepted (every gold completion summed)."""
+    from grae.eval.gold import gold_probs as teacher_forced
+
+    return teacher_forced(model, tok, examples, task, temperature=temperature)
+
+
+def strata_masks(design: dict[str, Any], heldout) -> dict[str, np.ndarray]:
+    """``"all"`` and, when the held-out split is stratified, one mask per stratum (``"totals=in_range"``)."""
+    task = task_of(design, heldout=True)
+    keys = task.heldout_strata
+    masks = {"all": np.ones(len(heldout), dtype=bool)}
+    if keys:
+        labels = [",".join(f"{k}={v}" for k, v in zip(keys, task.stratum(e))) for e in heldout]
+        for label in sorted(set(labels)):
+            masks[label] = np.array([lab == label for lab in labels])
+    return masks
 
 
 def out_dir(design: dict[str, Any]) -> Path:
@@ -82,9 +105,9 @@ def paired(diff: np.ndarray) -> dict[str, float]:
 def check_base(design_path: Path) -> dict[str, Any]:
     """The rebuilt base's exact held-out p at T = 1 against the committed one (gate v2's measured base)."""
     design = load_design(design_path)
-    heldout = task_of(design).heldout(design["heldout_problems"])
+    heldout = task_of(design, heldout=True).heldout(design["heldout_problems"])
     model, tok = load_model(design["train"]["model"])
-    p = gold_probs(model, tok, heldout)
+    p = gold_probs(model, tok, heldout, task_of(design, heldout=True))
     committed = np.load(design["base_check"])[0]
     result = {"model": design["train"]["model"], "problems": len(heldout), "pass1": float(100 * p.mean()),
               "committed_pass1": float(100 * committed.mean()), "max_abs_diff_p": float(np.abs(p - committed).max())}
@@ -226,16 +249,19 @@ def write_logs(design: dict[str, Any], arm: str, out: Path) -> None:
 
 def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
     design = load_design(design_path)
-    heldout = task_of(design).heldout(design["heldout_problems"])
+    task, held_task = task_of(design), task_of(design, heldout=True)
+    heldout = held_task.heldout(design["heldout_problems"])
     band_held = band_holdout_examples(design)
+    masks = strata_masks(design, heldout)
+    certify_on = design.get("certify_on", "all")
     out = out_dir(design)
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "pregate_p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     if "base" not in cache:
         model, tok = load_model(design["train"]["model"])
-        cache["base"] = {"heldout": gold_probs(model, tok, heldout).tolist(),
-                         "band": gold_probs(model, tok, band_held).tolist()}
+        cache["base"] = {"heldout": gold_probs(model, tok, heldout, held_task).tolist(),
+                         "band": gold_probs(model, tok, band_held, task).tolist()}
         cache_path.write_text(json.dumps(cache))
     base_h, base_b = np.array(cache["base"]["heldout"]), np.array(cache["base"]["band"])
     max_steps = design["train"]["max_steps"]
@@ -248,11 +274,13 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
             key = f"{arm}@{step}"
             if key not in cache:
                 model, tok = load_model(str(checkpoint_path(run, step, max_steps)))
-                cache[key] = {"heldout": gold_probs(model, tok, heldout).tolist(),
-                              "band": gold_probs(model, tok, band_held).tolist()}
+                cache[key] = {"heldout": gold_probs(model, tok, heldout, held_task).tolist(),
+                              "band": gold_probs(model, tok, band_held, task).tolist()}
                 cache_path.write_text(json.dumps(cache))
-            row[str(step)] = {"heldout": paired(100 * (np.array(cache[key]["heldout"]) - base_h)),
-                              "band": paired(100 * (np.array(cache[key]["band"]) - base_b))}
+            d_held = 100 * (np.array(cache[key]["heldout"]) - base_h)
+            row[str(step)] = {"heldout": paired(d_held[masks[certify_on]]),
+                              "band": paired(100 * (np.array(cache[key]["band"]) - base_b)),
+                              "strata": {name: paired(d_held[m]) for name, m in masks.items()}}
         first, last = (str(s) for s in (design["checkpoints"][0], design["checkpoints"][-1]))
         d_first, d_last = row[first]["heldout"]["mean"], row[last]["heldout"]["mean"]
         row["certified"] = bool(d_last > 1 and d_last > d_first)
@@ -260,7 +288,9 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
         table[arm] = row
     k_l, frontier_rows = frontier_distances(design, heldout, cache, table)
     cache_path.write_text(json.dumps(cache))
-    result = {"design": str(design_path), "base_heldout_pass1": float(100 * base_h.mean()), "deciding_k": k_l,
+    result = {"design": str(design_path), "base_heldout_pass1": float(100 * base_h[masks[certify_on]].mean()),
+              "certify_on": certify_on, "strata_base_pass1": {n: float(100 * base_h[m].mean()) for n, m in masks.items()},
+              "deciding_k": k_l,
               "base_temperature_frontier": frontier_rows,
               "base_band_pass1": float(100 * base_b.mean()), "band_holdout_problems": len(band_held), "arms": table,
               "certified": [a for a, r in table.items() if r["certified"]]}
@@ -425,11 +455,11 @@ def frontier_distances(design: dict[str, Any], heldout, cache: dict[str, Any], t
     1 seed: an interval over problems), added to ``table``; returns k_L and F's rows."""
     from grae.compare.temperature_frontier import TEMPERATURES, base_temperature_p, frontier_table, temperature_frontier
 
-    k_l = instrument_of(design)["deciding_k"]
+    k_l = design["k_frontier"] if "k_frontier" in design else instrument_of(design)["deciding_k"]
     if "base_T" not in cache:
         model, tok = load_model(design["train"]["model"])
         cache["base_T"] = {str(t): v.tolist() for t, v in
-                           base_temperature_p(model, tok, heldout, task_of(design), TEMPERATURES).items()}
+                           base_temperature_p(model, tok, heldout, task_of(design, heldout=True), TEMPERATURES).items()}
     base_t = {float(t): np.array(v) for t, v in cache["base_T"].items()}
     last = design["checkpoints"][-1]
     arms = {arm: np.array(cache[f"{arm}@{last}"]["heldout"])[None] for arm in table}
@@ -447,10 +477,12 @@ def fmt(iv: dict[str, float]) -> str:
 
 def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
     steps = [str(s) for s in design["checkpoints"]]
-    head = ["arm"] + [f"Δ held-out pass@1 @{s}" for s in steps] + [f"Δ band hold-out pass@1 @{s}" for s in steps] + [
+    where = "" if r["certify_on"] == "all" else f" ({r['certify_on']})"
+    head = ["arm"] + [f"Δ held-out{where} pass@1 @{s}" for s in steps] + [f"Δ band hold-out pass@1 @{s}" for s in steps] + [
         "certified", "core-min", "pass@k_L", "Δ_F at k_L"]
     lines = [f"## Pre-gate: {design['name']}", "",
-             f"Base exact pass@1 at T = 1: held-out {r['base_heldout_pass1']:.2f} ({design['heldout_problems']} problems), "
+             f"Base exact pass@1 at T = 1: held-out{where} {r['base_heldout_pass1']:.2f} (of {design['heldout_problems']} "
+             "held-out problems), "
              f"band hold-out {r['base_band_pass1']:.2f} ({r['band_holdout_problems']} problems never trained on). "
              "Δ in points, exact, paired per problem against the base, 95 % t interval over problems (1 seed).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -459,6 +491,14 @@ def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
             "**yes**" if row["certified"] else "no", f"{row['cpu_minutes']:.1f}", f"{row['pass_kL']:.1f}",
             fmt(row["delta_F"])]
         lines.append("| " + " | ".join(cells) + " |")
+    strata = list(r["strata_base_pass1"])
+    if len(strata) > 1:
+        last = steps[-1]
+        lines += ["", f"Δ held-out pass@1 at step {last} by stratum (base pass@1 in brackets):", "",
+                  "| arm | " + " | ".join(f"{n} ({r['strata_base_pass1'][n]:.2f})" for n in strata) + " |",
+                  "|" + "---|" * (len(strata) + 1)]
+        lines += ["| " + arm + " | " + " | ".join(fmt(row[last]["strata"][n]) for n in strata) + " |"
+                  for arm, row in r["arms"].items()]
     lines += ["", f"The base's temperature frontier on the held-out problems (k_L = {r['deciding_k']}, exact):", "",
               *r["base_temperature_frontier"]]
     lines += ["", "Rule (committed in the design): certified = Δ held-out pass@1 at the last step > +1 and above its "
