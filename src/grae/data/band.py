@@ -182,6 +182,9 @@ class BandTask(Task):
     def answer_completion(self, answer: str) -> str:
         return self.base.answer_completion(answer)
 
+    def gold_completions(self, example: dict) -> list[str]:
+        return self.base.gold_completions(example)
+
     def reward_fn(self, name: str | None = None):
         return self.base.reward_fn(name)
 

@@ -53,8 +53,9 @@ class Task(ABC):
     name: str
     prompt_style: str
     answer_format: str
-    #: the verifier accepts one completion per problem, the gold answer's :meth:`answer_completion` (its pass rate
-    #: is that completion's teacher-forced probability: :mod:`grae.eval.gold`); answer-set tasks need not say it
+    #: the verifier accepts only the completions of :meth:`gold_completions` (by default one, the gold answer's
+    #: :meth:`answer_completion`), so a problem's pass rate is their summed teacher-forced probability
+    #: (:mod:`grae.eval.gold`); answer-set tasks need not say it
     one_gold_completion: bool = False
 
     # --- splits --------------------------------------------------------------------------------
@@ -141,6 +142,12 @@ class Task(ABC):
         from grae.data.prompts import answer_completion
 
         return answer_completion(answer, self.answer_format)
+
+    def gold_completions(self, example: dict) -> list[str]:
+        """Every completion (without EOS) the verifier accepts for ``example`` that :mod:`grae.eval.gold` sums the
+        teacher-forced probability of: by default the one completion stating the gold answer. A task whose verifier
+        accepts several (``chain_trace`` with ``strategies="two"``) returns them all; they must differ as texts."""
+        return [self.answer_completion(str(example["answer"]).strip())]
 
     # --- export --------------------------------------------------------------------------------
 

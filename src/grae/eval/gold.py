@@ -8,9 +8,15 @@ sample at temperature ``T`` (nucleus ``top_p``) is correct with probability
 
 and pass@k = 1 − (1 − p)^k with no sampling variance. Answer-set tasks (``chain_sum``: one integer per line) are
 the same computation for the gold answer alone (:mod:`grae.eval.exact` scores every answer of the set, for the
-reference policies; this scores only the gold one, so it takes one forward per problem, batched). The verifier may
-also accept other texts (another tokenisation, text after the first line); ``p`` counts only the canonical
-completion, so it is a lower bound of the sampled pass rate by that outside mass (``grae eval --exact`` prints it).
+reference policies; this scores only the gold one, so it takes one forward per problem, batched). A task whose
+verifier accepts several completions (``chain_trace`` with ``strategies="two"``: an ``L`` trace or a ``G`` trace)
+lists them (``Task.gold_completions``); they are distinct texts ending in EOS, so their events are disjoint and
+
+    p = Σ_j π_T(gold_j + EOS | prompt)
+
+(one teacher-forced sequence per gold completion, summed per problem). The verifier may also accept other texts
+(another tokenisation, text after the first line); ``p`` counts only the canonical completions, so it is a lower
+bound of the sampled pass rate by that outside mass (``grae eval --exact`` prints it).
 
 :func:`gold_probs` is the one implementation: ``grae data band --exact``, the temperature frontier
 (:mod:`grae.compare.temperature_frontier`) and ``studies/gate_v2.py`` call it.
@@ -49,42 +55,54 @@ def check_gold_task(task: Any) -> None:
                              "probability; estimate it by sampling (n samples per problem) instead")
 
 
-def gold_completions(task: Any, examples: Sequence[dict[str, Any]]) -> list[str]:
-    """The canonical gold completion of each example (without EOS), each checked against the task's verifier."""
+def gold_completions(task: Any, examples: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Each example's gold completions (without EOS; :meth:`grae.data.base.Task.gold_completions`, one for most tasks),
+    each checked against the task's verifier and distinct (distinct texts end in EOS at different tokens, so their
+    events are disjoint and their probabilities add)."""
     out = []
     for example in examples:
-        completion = task.answer_completion(str(example["answer"]).strip())
-        if task.score(completion, example) != 1.0:
-            raise GoldExactError(f"task {getattr(task, 'name', task)}: the verifier rejects the gold completion "
-                                 f"{completion!r} of {example.get('question_id')}; answer_completion does not match the "
-                                 "task's answer format")
-        out.append(completion)
+        method = getattr(task, "gold_completions", None)
+        completions = list(method(example)) if method is not None else \
+            [task.answer_completion(str(example["answer"]).strip())]
+        if not completions or len(set(completions)) != len(completions):
+            raise GoldExactError(f"task {getattr(task, 'name', task)}: gold_completions of {example.get('question_id')} "
+                                 f"must be one or more distinct texts, got {completions!r}")
+        for completion in completions:
+            if task.score(completion, example) != 1.0:
+                raise GoldExactError(f"task {getattr(task, 'name', task)}: the verifier rejects the gold completion "
+                                     f"{completion!r} of {example.get('question_id')}; answer_completion does not match "
+                                     "the task's answer format")
+        out.append(completions)
     return out
 
 
 def gold_probs(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *, temperature: float = 1.0,
                top_p: float = 1.0, max_tokens: int | None = None, batch: int = GOLD_BATCH,
                render: Callable[[Any], str] | None = None) -> np.ndarray:
-    """``[P]`` probability that one sample of ``model`` at ``temperature`` / ``top_p`` is the gold completion of
-    each example, + EOS, teacher-forced (module docstring). ``max_tokens``: a gold completion longer than the
-    sampler's budget has p = 0. ``render``: prompt → model text (default: the chat template for message lists,
-    strings as they are), as the evaluations render it."""
+    """``[P]`` probability that one sample of ``model`` at ``temperature`` / ``top_p`` is a gold completion of
+    each example, + EOS, teacher-forced: the sum over its :func:`gold_completions` (module docstring). ``max_tokens``:
+    a gold completion longer than the sampler's budget has p = 0. ``batch``: completions per forward. ``render``:
+    prompt → model text (default: the chat template for message lists, strings as they are), as the evaluations
+    render it."""
     check_gold_task(task)
     if not temperature > 0:
         raise GoldExactError(f"temperature must be > 0 (greedy decoding has no sampling distribution), got {temperature}")
-    completions = gold_completions(task, examples)
+    golds = gold_completions(task, examples)
     from .backends import _render_with
 
     render = render or (lambda prompt: _render_with(tokenizer, prompt))
+    owner = np.array([i for i, completions in enumerate(golds) for _ in completions], dtype=np.int64)
+    prompts = [render(examples[i]["prompt"]) for i in owner]
+    completions = [c for cs in golds for c in cs]
     was_training = getattr(model, "training", False)
     model.eval()
     try:
-        out = [_batch_logp(model, tokenizer, [render(e["prompt"]) for e in examples[start:start + batch]],
-                           completions[start:start + batch], temperature, top_p, max_tokens)
-               for start in range(0, len(examples), batch)]
+        logp = [_batch_logp(model, tokenizer, prompts[start:start + batch], completions[start:start + batch],
+                            temperature, top_p, max_tokens)
+                for start in range(0, len(completions), batch)]
     finally:
         model.train(was_training)
-    return np.exp(np.concatenate(out)) if out else np.zeros(0)
+    return np.bincount(owner, weights=np.exp(np.concatenate(logp)), minlength=len(examples)) if logp else np.zeros(0)
 
 
 def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], temperature: float, top_p: float,

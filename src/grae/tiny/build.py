@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from grae.data.trace import trace_answer
+from grae.data.trace import grouped_answer, left_answer, totals_class, trace_answer
 
 from .tasks import DEFAULT_TASK, DEFAULT_TASK_KWARGS, HELDOUT_SEED, SFT_DATA_SEED, TinyTask, format_prompt, tokenizer_corpus
 
@@ -75,9 +75,17 @@ class TinyRecipe:
     noise_deltas: tuple[int, ...] = (-10, -2, -1, 1, 2, 10)
     tokenizer_corpus_per_task: int = 2000
     save_dtype: str = "float32"
-    #: what the SFT completion holds: ``"final"`` (the answer alone) or ``"trace"`` (``chain_sum`` only: every
-    #: running total, the ``chain_trace`` task's gold completion; gate v2, issue 45)
+    #: what the SFT completion holds: ``"final"`` (the answer alone), ``"trace"`` (``chain_sum`` only: every
+    #: running total, the ``chain_trace`` task's gold completion; gate v2, issue 45) or ``"two_modes"`` (the
+    #: ``chain_trace`` task with ``strategies="two"``: a ``G`` trace with probability ``grouped_share`` on any chain,
+    #: else an ``L`` trace on the next chain whose running totals stay in [0, 99]; issue 52 §5)
     answer_style: str = "final"
+    #: ``answer_style="two_modes"``: the share of SFT targets that are ``G`` traces
+    grouped_share: float = 0.12
+    #: SFT also skips every question among the first ``heldout_draws`` items of grae.data's held-out stream, so
+    #: that every held-out split drawn from them (any ``totals`` filter, any strata, ``heldout_size`` up to
+    #: ``heldout_draws / 20``) stays unseen
+    heldout_draws: int = 0
 
 
 def train_tokenizer(vocab_size: int = 512, corpus_per_task: int = 2000, seed: int = 0):
@@ -137,21 +145,41 @@ def _noisy_answer(answer: str, recipe: TinyRecipe, rng: random.Random, noise: fl
     return answer
 
 
+def _sft_examples(recipe: TinyRecipe, task: TinyTask, held_questions: set[str], *, stage: int = 1):
+    """The SFT stream's ``(question, target)`` pairs, in order, before noise: the generator's questions at the stage's
+    seed minus ``held_questions``, each with the target of ``recipe.answer_style`` (:class:`TinyRecipe`)."""
+    ds = task.dataset(1_000_000, SFT_DATA_SEED + recipe.seed + 100 * (stage - 1))
+    pick = random.Random(recipe.seed * 1_000_003 + 29 + stage)  # the strategy of each two_modes target
+    i = 0
+    while True:
+        e = ds[i % len(ds)]
+        i += 1
+        if " ".join(e["question"].split()) in held_questions:
+            continue
+        expression = e["metadata"].get("expression", "")
+        if recipe.answer_style == "two_modes":
+            if pick.random() < recipe.grouped_share:
+                yield e["question"], grouped_answer(expression)
+                continue
+            while totals_class(expression) != "in_range" or " ".join(e["question"].split()) in held_questions:
+                e = ds[i % len(ds)]
+                i += 1
+                expression = e["metadata"]["expression"]
+            yield e["question"], left_answer(expression)
+        else:
+            yield e["question"], trace_answer(expression) if recipe.answer_style == "trace" else str(e["answer"])
+
+
 def _sft_batches(recipe: TinyRecipe, tokenizer, task: TinyTask, held_questions: set[str], *,
                  stage: int = 1, noise: float = 0.0):
     rng = random.Random(recipe.seed * 1_000_003 + 17 + stage)
-    ds = task.dataset(1_000_000, SFT_DATA_SEED + recipe.seed + 100 * (stage - 1))
+    examples = _sft_examples(recipe, task, held_questions, stage=stage)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    i = 0
     while True:
         items = []
         while len(items) < recipe.batch_size:
-            e = ds[i % len(ds)]
-            i += 1
-            if " ".join(e["question"].split()) in held_questions:
-                continue
-            p = tokenizer(format_prompt(e["question"]), add_special_tokens=False)["input_ids"]
-            target = trace_answer(e["metadata"]["expression"]) if recipe.answer_style == "trace" else str(e["answer"])
+            question, target = next(examples)
+            p = tokenizer(format_prompt(question), add_special_tokens=False)["input_ids"]
             answer = " " + _noisy_answer(target, recipe, rng, noise)
             c = tokenizer(answer, add_special_tokens=False)["input_ids"] + [eos]
             items.append((p, c))
@@ -205,20 +233,49 @@ RECIPES: dict[str, dict[str, Any]] = {
     "trace-range": dict(task="chain_range", task_kwargs=RANGE_TASK_KWARGS,
                         heldout_params=dict(heldout_size=600, heldout_strata=["num_terms"]), calib_steps=0,
                         answer_style="trace"),
+    # Gate v3, design 2, "the conflicting rare mode" (issue 52 §5): `trace-range` with two process-verified
+    # strategies chosen by the first token (the chain_trace task with strategies="two"). 88 % of the SFT targets are
+    # L traces (running totals), on chains whose totals stay in [0, 99] only; 12 % are G traces (grouped sums), on
+    # any chain, so on excursion chains (a running total outside [0, 99]) only G is ever shown. SFT skips the first
+    # 20,000 questions of the held-out stream: every held-out split of up to 1,000 problems, any totals filter.
+    "trace-two-modes": dict(task="chain_range", task_kwargs=RANGE_TASK_KWARGS,
+                            heldout_params=dict(heldout_size=600, heldout_strata=["num_terms"]), calib_steps=0,
+                            answer_style="two_modes", grouped_share=0.12, heldout_draws=20_000),
     "trace-long": dict(task_kwargs=TRACE_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, answer_style="trace",
                        calib_steps=1500, label_noise=0.0, calib_lr=1e-3, calib_warmup_steps=50,
                        calib_min_lr_ratio=0.1),
 }
 
 
-def excluded_questions(task: TinyTask, heldout_params: dict[str, Any] | None = None) -> set[str]:
-    """Whitespace-normalised questions that SFT never trains on: grae.data's whole held-out split for
-    the task (what ``grae train`` / ``grae eval`` evaluate on) and the first 1000 questions drawn at
-    ``HELDOUT_SEED`` (the build's original held-out set)."""
-    from grae.data import get_task
+#: the values of :attr:`TinyRecipe.answer_style`
+ANSWER_STYLES = ("final", "trace", "two_modes")
 
-    held = task.dataset(1000, HELDOUT_SEED)
-    out = {" ".join(held[i]["question"].split()) for i in range(len(held))}
+
+def check_recipe(recipe: TinyRecipe) -> None:
+    """ValueError naming the first recipe field a build cannot honour."""
+    if recipe.answer_style not in ANSWER_STYLES:
+        raise ValueError(f"answer_style: one of {', '.join(ANSWER_STYLES)}, got {recipe.answer_style!r}")
+    if recipe.answer_style != "final" and recipe.task not in ("chain_sum", "chain_range"):
+        raise ValueError(f"answer_style={recipe.answer_style!r} writes running totals: task must be chain_sum or "
+                         f"chain_range, got {recipe.task!r}")
+    if not 0.0 <= recipe.grouped_share <= 1.0:
+        raise ValueError(f"grouped_share: the share of G traces must be in [0, 1], got {recipe.grouped_share}")
+    if recipe.heldout_draws < 0:
+        raise ValueError(f"heldout_draws: must be >= 0, got {recipe.heldout_draws}")
+
+
+def excluded_questions(task: TinyTask, heldout_params: dict[str, Any] | None = None, heldout_draws: int = 0) -> set[str]:
+    """Whitespace-normalised questions that SFT never trains on: grae.data's whole held-out split for
+    the task (what ``grae train`` / ``grae eval`` evaluate on), the first 1000 questions drawn at
+    ``HELDOUT_SEED`` (the build's original held-out set) and the first ``heldout_draws`` items of grae.data's
+    held-out stream (every held-out split of a filtered task is drawn from them: :class:`TinyRecipe`)."""
+    from grae.data import get_task
+    from grae.data.procedural import HELDOUT_BASE
+
+    out: set[str] = set()
+    for size, seed in ((1000, HELDOUT_SEED), (heldout_draws, HELDOUT_BASE)):
+        held = task.dataset(size, seed) if size else []
+        out |= {" ".join(held[i]["question"].split()) for i in range(len(held))}
     heldout_task = get_task(task.name, prompt_style="plain", **task.kwargs, **(heldout_params or {}))
     return out | {" ".join(e["question"].split()) for e in heldout_task.heldout()}
 
@@ -235,7 +292,7 @@ def sft(model, tokenizer, recipe: TinyRecipe, *, stage: int = 1, log_every: int 
     noise = 0.0 if stage == 1 else recipe.label_noise
     if batches is None:
         task = TinyTask(recipe.task, dict(recipe.task_kwargs))
-        held = excluded_questions(task, recipe.heldout_params)
+        held = excluded_questions(task, recipe.heldout_params, recipe.heldout_draws)
         batches = _sft_batches(recipe, tokenizer, task, held, stage=stage, noise=noise)
     torch.manual_seed(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr if stage == 1 else recipe.calib_lr,
@@ -339,6 +396,7 @@ def build_tiny(
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
     recipe = TinyRecipe(seed=seed, **{**RECIPES[recipe_name], **overrides})
+    check_recipe(recipe)
     if sft_steps is not None:
         recipe.sft_steps = sft_steps
     random.seed(seed)
@@ -377,10 +435,12 @@ def build_tiny(
     if evaluate:
         from .evaluate import evaluate_passk
 
-        trace = recipe.answer_style == "trace"
-        info["base_eval"] = evaluate_passk(model, tokenizer, task="chain_trace" if trace else recipe.task,
-                                           task_kwargs={**({"generator": recipe.task} if trace else {}),
-                                                        **recipe.task_kwargs, **recipe.heldout_params},
+        trace = recipe.answer_style in ("trace", "two_modes")
+        strategies = {"strategies": "two"} if recipe.answer_style == "two_modes" else {}
+        info["base_eval_task"] = dict(task="chain_trace" if trace else recipe.task,
+                                      task_kwargs={**({"generator": recipe.task} if trace else {}), **strategies,
+                                                   **recipe.task_kwargs, **recipe.heldout_params})
+        info["base_eval"] = evaluate_passk(model, tokenizer, **info["base_eval_task"],
                                            max_new_tokens=24 if trace else 8,
                                            n_problems=eval_problems, n_samples=eval_samples, seed=seed)
         log(json.dumps(info["base_eval"]))
