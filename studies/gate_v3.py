@@ -236,10 +236,10 @@ def checkpoint_path(out: Path, step: int, max_steps: int) -> Path:
     return out / "final" if step == max_steps else out / "snapshots" / f"step-{step}"
 
 
-def write_logs(design: dict[str, Any], arm: str, out: Path) -> None:
+def write_logs(logs: Path, arm: str, out: Path) -> None:
+    """The run's committed training log: per-step :data:`LOG_KEYS`, its run.json and CPU seconds."""
     from grae.train.rundir import read_metrics
 
-    logs = out_dir(design) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     rows = [{k: r[k] for k in LOG_KEYS if k in r} for r in read_metrics(out / "metrics.jsonl")]
     (logs / f"{arm}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -268,7 +268,7 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for arm in arms or list(design["arms"]):
         run = train_arm(design, arm)
-        write_logs(design, arm, run)
+        write_logs(out / "logs", arm, run)
         row: dict[str, Any] = {"cpu_minutes": float((run / "cpu_seconds").read_text()) / 60}
         for step in design["checkpoints"]:
             key = f"{arm}@{step}"
@@ -349,10 +349,11 @@ def gate_report(design_path: Path) -> dict[str, Any]:
 
     design = load_design(design_path)
     pre = load_design(Path(design["pregate"]))
-    task = task_of(pre)
-    heldout = task.heldout(pre["heldout_problems"])
-    inst = json.loads((out_dir(pre) / "instrument" / "base.json").read_text())
-    k_l = inst["deciding_k"]
+    task, held_task = task_of(pre), task_of(pre, heldout=True)
+    heldout = held_task.heldout(pre["heldout_problems"])
+    inst_path = out_dir(pre) / "instrument" / "base.json"
+    inst = json.loads(inst_path.read_text()) if inst_path.exists() else None  # design 2: a and b not measured
+    k_l = design.get("k_L") or inst["deciding_k"]
     temps = [float(t) for t in design["temperatures"]]
     _, train_rows = read_band(band_paths(pre)[1])
     ids = {r["question_id"] for r in train_rows[: design["temperature_problems"]]}
@@ -368,12 +369,12 @@ def gate_report(design_path: Path) -> dict[str, Any]:
         if key not in cache:
             model, tok = load_model(model_path)
             best_t, by_t = temperature_choice(model, tok, train_probs, task, temps)
-            cache[key] = {"T1": exact_p(model, tok, heldout, task).tolist(), "best_t": best_t, "train_by_t": by_t,
-                          "best": exact_p(model, tok, heldout, task, temperature=best_t).tolist(),
+            cache[key] = {"T1": exact_p(model, tok, heldout, held_task).tolist(), "best_t": best_t, "train_by_t": by_t,
+                          "best": exact_p(model, tok, heldout, held_task, temperature=best_t).tolist(),
                           "band_train": float(100 * exact_p(model, tok, train_probs, task).mean()),
                           "band_holdout": float(100 * exact_p(model, tok, band_held, task).mean())}
             if key == "base":
-                model_t = base_temperature_p(model, tok, heldout, task, temps)
+                model_t = base_temperature_p(model, tok, heldout, held_task)
                 cache[key]["frontier"] = {str(t): v.tolist() for t, v in model_t.items()}
             cache_path.write_text(json.dumps(cache))
         return cache[key]
@@ -381,6 +382,8 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     base = measured("base", pre["train"]["model"])
     runs = gate_runs(design, pre)
     done = [s for s in design["seeds"] if (runs[s] / "final").exists()]
+    for s in done:
+        write_logs(out / "logs", f"grpo_s{s}", runs[s])
     finals = {s: measured(f"seed{s}", str(runs[s] / "final")) for s in done}
     ckpts = {s: {c: measured(f"seed{s}@{c}", str(runs[s] / "snapshots" / f"step-{c}"))["T1"]
                  for c in design["checkpoints"] if c < design["train"]["max_steps"]} for s in done}
@@ -398,13 +401,16 @@ def gate_report(design_path: Path) -> dict[str, Any]:
         return [vars(iv) for iv in crossed_interval(d)]
 
     p_base_t1, p_base_best = np.array(base["T1"]), np.array(base["best"])
-    s_ids = set(inst["subset_S"]["question_ids"])
-    s_mask = np.array([str(e["question_id"]) in s_ids for e in heldout])
+    if "S_stratum" in design:
+        s_mask, s_used = strata_masks(pre, heldout)[design["S_stratum"]], True
+    else:
+        s_ids = set(inst["subset_S"]["question_ids"])
+        s_mask, s_used = np.array([str(e["question_id"]) in s_ids for e in heldout]), inst["subset_S"]["used"]
     c1 = diff("T1", p_base_t1)
     c2 = diff("best", p_base_best)
     secondary = diff("T1", p_base_best)
     d_all = c1[1] if c1 else None
-    d_s = diff("T1", p_base_t1, s_mask)[1] if (c1 and inst["subset_S"]["used"]) else None
+    d_s = diff("T1", p_base_t1, s_mask)[1] if (c1 and s_used) else None
     frontier, dist = temperature_frontier({float(t): np.array(v) for t, v in base["frontier"].items()},
                                           {"GRPO (T = 1)": np.stack([finals[s]["T1"] for s in done])} if done else {},
                                           k_l)
@@ -419,11 +425,13 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     d_ivs = [iv for iv in (d_all, d_s) if iv]
     d_pass = any(iv["hi"] < -2 for iv in d_ivs)
     d_fail = bool(d_ivs) and (all(iv["lo"] >= -2 for iv in d_ivs) or (complete and not d_pass))
-    crit = {"a": all(inst["criterion_a"][str(k)] <= 1 for k in ks), "b": k_l is not None,
+    crit = {"a": all(inst["criterion_a"][str(k)] <= 1 for k in ks) if inst else "not measured",
+            "b": (k_l is not None) if inst else "not measured",
             "c'": verdict(c_pass, c_fail), "d": verdict(d_pass, d_fail),
             "e": "pass" if minutes and max(minutes) <= design["max_core_minutes"] else ("FAIL" if minutes else "not run")}
-    gate = "passes" if (crit["a"] and crit["b"] and crit["c'"] == crit["d"] == crit["e"] == "pass") else (
-        "fails" if (not crit["a"] or not crit["b"] or "FAIL" in (crit["c'"], crit["d"], crit["e"])) else "undecided")
+    gate = "passes" if (crit["a"] is True and crit["b"] is True and crit["c'"] == crit["d"] == crit["e"] == "pass") else (
+        "fails" if (crit["a"] is False or crit["b"] is False or "FAIL" in (crit["c'"], crit["d"], crit["e"]))
+        else "undecided")
     fd = dist.get("GRPO (T = 1)")
     result = {"design": str(design_path), "seeds_done": done, "complete": complete, "deciding_k": k_l,
               "base": {"T1": {k: float(curve(p_base_t1)[:, i].mean()) for i, k in enumerate(ks)},
@@ -437,11 +445,61 @@ def gate_report(design_path: Path) -> dict[str, Any]:
                                 for s, f in finals.items()},
               "c1_grpo_T1_minus_base_T1": c1, "c2_grpo_best_minus_base_best": c2,
               "secondary_grpo_T1_minus_best_T_base": secondary, "d_at_kL": d_all, "d_at_kL_on_S": d_s,
-              "delta_F": vars(fd) if fd else None, "frontier_rows": frontier_table(frontier),
+              "delta_F": {"mean": fd.interval.mean, "lo": fd.interval.lo, "hi": fd.interval.hi,
+                          "loso": fd.leave_one_out} if fd else None,
+              "frontier_rows": frontier_table(frontier),
+              "strata": {name: {"base_passk": {k: float(curve(p_base_t1)[m, i].mean()) for i, k in enumerate(ks)},
+                                "grpo_minus_base": [vars(iv) for iv in crossed_interval(np.stack(
+                                    [curve(finals[s]["T1"]) - curve(p_base_t1) for s in done])[:, m])]
+                                if len(done) >= 2 else None}
+                         for name, m in strata_masks(pre, heldout).items()},
               "training_minutes": minutes, "criteria": crit, "gate": gate}
     (out / "report.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
-    print(json.dumps({k: result[k] for k in ("seeds_done", "criteria", "gate", "training_minutes")}, default=float))
+    (out / "report.md").write_text(gate_markdown(design, result))
+    print((out / "report.md").read_text())
     return result
+
+
+def gate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
+    k = r["deciding_k"]
+
+    def iv(x: list[dict[str, float]] | None, i: int) -> str:
+        return fmt(x[i]) if x else "— (fewer than 2 seeds)"
+
+    seeds = r["seeds_done"]
+    c_verdict = r["criteria"]["c'"]
+    lines = [f"## Gate: {design['name']} — {r['gate']}" + ("" if r["complete"] else f" (pilot: {len(seeds)} of "
+                                                                                       f"{len(design['seeds'])} seeds)"),
+             "", f"Seeds {', '.join(map(str, seeds))}; {design['train']['max_steps']} steps; exact pass@k on the "
+             f"held-out problems; crossed seeds × problems 95 % intervals; k_L = {k}.", "",
+             "| criterion | measured | verdict |", "|---|---|---|",
+             f"| a (format-only oracle) | — | {r['criteria']['a']} |",
+             f"| b (k_L guess-proof) | k_L = {k} | {r['criteria']['b']} |",
+             f"| c′ GRPO − base, pass@1 at T = 1 (lower bound > +2) | {iv(r['c1_grpo_T1_minus_base_T1'], 0)} | "
+             f"{c_verdict} |",
+             f"| c′ GRPO at its best T − base at its best T (T = {r['base']['best_t']}), pass@1 (lower bound > −1) | "
+             f"{iv(r['c2_grpo_best_minus_base_best'], 0)} | |",
+             f"| d GRPO − base at pass@{k} (upper bound < −2), all held-out | {iv(r['c1_grpo_T1_minus_base_T1'], 1)} | "
+             f"{r['criteria']['d']} |",
+             f"| d on S | {fmt(r['d_at_kL_on_S']) if r['d_at_kL_on_S'] else '—'} | |",
+             f"| e core-minutes a run (≤ {design['max_core_minutes']}) | "
+             f"{', '.join(f'{m:.1f}' for m in r['training_minutes'])} | {r['criteria']['e']} |",
+             f"| secondary: GRPO at T = 1 − the best-T base, pass@1 | {iv(r['secondary_grpo_T1_minus_best_T_base'], 0)} | |",
+             f"| Δ_F at k = {k} (above the base's temperature frontier) | "
+             f"{fmt({key: 100 * v for key, v in r['delta_F'].items() if key != 'loso'}) if r['delta_F'] else '—'} | |",
+             "", "Per seed (pass@1 / pass@k_L at T = 1; best T; band train / band hold-out pass@1; checkpoints' pass@1):",
+             "", f"- base: {r['base']['T1'][1]:.2f} / {r['base']['T1'][k]:.2f}; best T {r['base']['best_t']}; "
+             f"{r['base']['band_train']:.2f} / {r['base']['band_holdout']:.2f}"]
+    for s, row in r["grpo_per_seed"].items():
+        lines.append(f"- seed {s}: {row['T1'][1]:.2f} / {row['T1'][k]:.2f}; best T {row['best_t']}; "
+                     f"{row['band_train']:.2f} / {row['band_holdout']:.2f}; {row['checkpoints_pass1']}")
+    lines += ["", "By stratum (base pass@1 / pass@k_L; GRPO − base pass@1, pass@k_L):", ""]
+    for name, st in r["strata"].items():
+        d = st["grpo_minus_base"]
+        lines.append(f"- {name}: base {st['base_passk'][1]:.2f} / {st['base_passk'][k]:.2f}; "
+                     f"{iv(d, 0)}, {iv(d, 1)}")
+    lines += ["", "The base's temperature frontier (held-out, exact):", "", *r["frontier_rows"]]
+    return "\n".join(lines) + "\n"
 
 
 def instrument_of(design: dict[str, Any]) -> dict[str, Any]:
@@ -469,6 +527,38 @@ def frontier_distances(design: dict[str, Any], heldout, cache: dict[str, Any], t
                                  "hi": 100 * fd.interval.hi, "k": k_l}
         table[arm]["pass_kL"] = float(100 * np.mean(1 - (1 - arms[arm][0]) ** k_l))
     return k_l, frontier_table(frontier)
+
+
+def modes(design_path: Path) -> dict[str, Any]:
+    """Exact held-out pass@1 carried by each strategy (L, G), per stratum, for the base and every arm's last
+    checkpoint: does L solve excursion chains anyway, and does GRPO move mass from G to L?"""
+    design = load_design(design_path)
+    held_task = task_of(design, heldout=True)
+    heldout = held_task.heldout(design["heldout_problems"])
+    masks = strata_masks(design, heldout)
+    last = design["checkpoints"][-1]
+    models = {"base": design["train"]["model"],
+              **{arm: str(checkpoint_path(run_root(design) / arm, last, design["train"]["max_steps"]))
+                 for arm in design["arms"] if (run_root(design) / arm / "final").exists()}}
+    from grae.eval.gold import gold_prob_parts
+
+    result: dict[str, Any] = {}
+    for name, path in models.items():
+        model, tok = load_model(path)
+        parts = gold_prob_parts(model, tok, heldout, held_task)  # [P, 2]: the L and the G trace
+        per = {"L": parts[:, 0], "G": parts[:, 1]}
+        result[name] = {stratum: {label: float(100 * p[m].mean()) for label, p in per.items()}
+                        for stratum, m in masks.items()}
+    out = out_dir(design)
+    (out / "modes.json").write_text(json.dumps(result, indent=1) + "\n")
+    strata = list(masks)
+    lines = ["| model | " + " | ".join(f"{s}: L / G" for s in strata) + " |", "|" + "---|" * (len(strata) + 1)]
+    lines += [f"| {name} | " + " | ".join(f"{r[s]['L']:.2f} / {r[s]['G']:.2f}" for s in strata) + " |"
+              for name, r in result.items()]
+    (out / "modes.md").write_text("Exact held-out pass@1 (T = 1) carried by each strategy, by stratum:\n\n"
+                                  + "\n".join(lines) + "\n")
+    print((out / "modes.md").read_text())
+    return result
 
 
 def fmt(iv: dict[str, float]) -> str:
@@ -508,7 +598,8 @@ def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["check-base", "instrument", "band", "pregate", "gate-train", "gate-report"])
+    parser.add_argument("step", choices=["check-base", "instrument", "band", "pregate", "modes", "gate-train",
+                                         "gate-report"])
     parser.add_argument("design", type=Path)
     parser.add_argument("--arms", nargs="*")
     parser.add_argument("--seeds", nargs="*", type=int)
@@ -521,6 +612,8 @@ def main(argv=None) -> None:
         band(args.design)
     elif args.step == "pregate":
         pregate(args.design, args.arms)
+    elif args.step == "modes":
+        modes(args.design)
     elif args.step == "gate-train":
         gate_train(args.design, args.seeds)
     else:
