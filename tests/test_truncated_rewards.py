@@ -59,9 +59,8 @@ def test_a_cut_last_number_is_not_paid_and_the_task_parameter_asks_for_it():
 
 
 def test_on_the_tiny_model_every_cut_completion_scores_zero_as_trl_counts_it(tmp_path):
-    from test_trl_engine import make_trainer
-
     from grae.tiny import tiny_model_path
+    from test_trl_engine import make_trainer
 
     seen: list[tuple[list[float], list[bool]]] = []
     reward = TaskReward(AlwaysRight())

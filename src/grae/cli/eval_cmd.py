@@ -54,14 +54,14 @@ def interactive() -> bool:
 
 
 def _parse_params(values: list[str]) -> dict:
-    import yaml
+    from grae.yaml_io import load_yaml
 
     params = {}
     for value in values:
         if "=" not in value:
             raise typer.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint="--task-param")
         key, raw = value.split("=", 1)
-        params[key.strip()] = yaml.safe_load(raw)
+        params[key.strip()] = load_yaml(raw)
     return params
 
 

@@ -135,7 +135,6 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
     """Evaluate one finished job at each frontier step (resumable: a step already evaluated with these
     settings is kept); returns ``{step: rows path}``."""
     import torch
-    import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grae.data import get_task
@@ -145,9 +144,10 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
     from grae.train.config import TrainConfig as _TrainConfig
     from grae.train.config import from_dict, validate
     from grae.train.run import evaluate_heldout
+    from grae.yaml_io import load_yaml
 
     job_dir = Path(job_yaml).parent
-    cfg = from_dict(_TrainConfig, yaml.safe_load(Path(job_yaml).read_text()), "")
+    cfg = from_dict(_TrainConfig, load_yaml(Path(job_yaml).read_text()), "")
     validate(cfg)
     settings = step_settings(cfg, frontier_eval)
     exact = is_exact(frontier_eval)
