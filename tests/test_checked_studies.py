@@ -12,7 +12,6 @@ import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 import typer  # noqa: E402
-from test_compare_results import exact_study, training_only_study  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from grae.compare.frontier import counts_from_record, curve_path, frontier_steps, rows_path  # noqa: E402
@@ -20,6 +19,7 @@ from grae.compare.grid import load_compare_config  # noqa: E402
 from grae.compare.report import write_compare_report  # noqa: E402
 from grae.train.config import ConfigError, read_yaml  # noqa: E402
 from grae.yaml_io import DuplicateKeyError, load_yaml  # noqa: E402
+from test_compare_results import exact_study, training_only_study  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from grae.io import atomic_write_json
 
 if TYPE_CHECKING:
