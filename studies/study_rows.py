@@ -159,6 +159,9 @@ def check_archive(archive: Path, allowed: tuple[str, ...], expected: dict | None
                                     "only the job's own files)")
                 if not any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed):
                     raise RowsError(f"{archive}: unexpected member {name!r} (an archive holds {', '.join(allowed)})")
+                if name in files:
+                    raise RowsError(f"{archive}: holds {name!r} twice, and which copy is the job's cannot be told; "
+                                    "pack it again from the machine that ran the job")
                 files[name] = tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
         raise RowsError(f"{archive}: cannot be read whole ({type(err).__name__}: {err}); pack it again from the "
