@@ -55,6 +55,9 @@ TABLE = [
     ("last_number", "the answer is **-7**", "-7", 1.0, None),
     ("last_number", "1/0", "0", 0.0, None),
     ("last_number", "no number here", "0", 0.0, None),
+    ("last_number", "version 1.2.3", "3", 0.0, None),
+    ("last_number", "x = " + "9" * 50, "9", 0.0, None),  # more than 40 digits: no number, never its last 40
+    ("last_number", "1,2345", "2345", 0.0, None),
     ("boxed", "\\boxed{4 2}", "42", 0.0, False),  # math-verify reads 4 2 as a product; grae refuses
     ("boxed", "\\boxed{.5}", "5", 0.0, False),
     ("boxed", "\\boxed{.5}", "0.5", 1.0, True),

@@ -78,3 +78,66 @@ def test_on_the_tiny_model_every_cut_completion_scores_zero_as_trl_counts_it(tmp
     assert scores == [0.0 if c else 1.0 for c in cut]
     clipped = next(log["completions/clipped_ratio"] for log in trainer.state.log_history if "completions/clipped_ratio" in log)
     assert clipped == sum(cut) / len(cut)  # tol: exact; the same count over the same 8 completions
+
+
+# --- grae eval: a completion the budget cut is not scored as answered ----------------------------------------------
+
+
+class CuttingSampler:
+    """Every completion is the right answer (``2a + 1``); the odd generation ids are marked cut by the budget."""
+
+    name = "cutting"
+
+    def __init__(self):
+        from grae.eval.backends import SamplingSettings
+
+        self.settings = SamplingSettings()
+
+    def render(self, prompt):
+        return prompt
+
+    def generate(self, prompts, n, seed=None):
+        import re
+
+        from grae.eval.backends import Completion
+
+        numbers = [int(re.search(r"What is (\d+)", p).group(1)) for p in prompts]
+        return [[Completion(f" {2 * a + 1}", cut=j % 2 == 1) for j in range(n)] for a in numbers]
+
+
+@pytest.mark.parametrize("score_truncated", [False, True])
+def test_eval_rows_of_cut_completions_score_zero_unless_the_task_asks(tmp_path, score_truncated):
+    from grae.eval.records import read_rows
+    from grae.eval.runner import run_samples
+    from test_eval import AddTask
+
+    task = AddTask()
+    task.score_truncated = score_truncated
+    out = tmp_path / "add.jsonl"
+    result = run_samples(CuttingSampler(), task.heldout(3), task, n=4, batch_size=4, output_path=out, bootstrap=0)
+    rows = read_rows(out)
+    assert [r.get("truncated", False) for r in rows] == [r["generation_id"] % 2 == 1 for r in rows]
+    assert [r["label"] for r in rows] == [score_truncated or r["generation_id"] % 2 == 0 for r in rows]
+    assert result.curve[1] == (1.0 if score_truncated else 0.5)  # tol: exact, counts of 12 labels
+    again = run_samples(CuttingSampler(), task.heldout(3), task, n=4, batch_size=4, output_path=out, bootstrap=0)
+    assert again.num_generated == 0 and again.curve[1] == result.curve[1]  # tol: exact; resumed rows re-check
+    task.score_truncated = not score_truncated  # rows labelled under the other rule are refused on resume
+    from grae.eval.records import RecordsError
+
+    with pytest.raises(RecordsError, match="label"):
+        run_samples(CuttingSampler(), task.heldout(3), task, n=4, batch_size=4, output_path=out, bootstrap=0)
+
+
+def test_the_hf_sampler_marks_completions_the_budget_cut():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.eval.backends import HFSampler, SamplingSettings
+    from grae.tiny import tiny_model_path
+
+    path = str(tiny_model_path())
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    prompts = [f"What is {a} + {a + 2}?\nAnswer:" for a in range(4)]
+    ended = HFSampler(model, tok, SamplingSettings(temperature=0, max_tokens=32)).generate(prompts, 1)
+    cut = HFSampler(model, tok, SamplingSettings(temperature=0, max_tokens=1)).generate(prompts, 1)
+    # the tiny model answers and ends well within 32 tokens; one token cannot hold an answer and its EOS
+    assert [c[0].cut for c in ended] == [False] * 4 and [c[0].cut for c in cut] == [True] * 4

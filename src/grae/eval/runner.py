@@ -77,7 +77,7 @@ def check_resumed_rows(output_path: Path, examples: Sequence[dict[str, Any]], ta
     if not output_path.exists():
         return
     by_id = {str(example["question_id"]): example for example in examples}
-    verdicts: dict[tuple[str, str], bool] = {}
+    verdicts: dict[tuple[str, str, bool], bool] = {}
     fix = "rerun with --overwrite to sample them again, or choose another output"
     for number, row in enumerate(iter_rows(output_path), start=1):
         example = by_id.get(str(row.get("question_id")))
@@ -92,8 +92,10 @@ def check_resumed_rows(output_path: Path, examples: Sequence[dict[str, Any]], ta
         if not isinstance(response, str) or not isinstance(label, bool):
             raise RecordsError(f"{here}: expected a text response and a true/false label, got {type(response).__name__} "
                                f"and {label!r}: {fix}")
-        key = (str(row["question_id"]), response)
-        if key not in verdicts:
+        key = (str(row["question_id"]), response, row.get("truncated") is True)
+        if _unscored_cut(task, row):
+            verdicts[key] = False
+        elif key not in verdicts:
             verdicts[key] = float(task.score(response, example)) > 0.5
         if verdicts[key] != label:
             raise RecordsError(f"{here}: label {label}, but the task's verifier scores its response {verdicts[key]}; "
@@ -359,8 +361,15 @@ def run_samples(
     )
 
 
+def _unscored_cut(task: Any, row_or_response: Any) -> bool:
+    """A completion the token budget cut (a :class:`~grae.eval.backends.Completion`, or a row marked ``truncated``)
+    that the task does not ask to score (``score_truncated``): it scores 0 without being read."""
+    cut = row_or_response.get("truncated") if isinstance(row_or_response, dict) else getattr(row_or_response, "cut", False)
+    return cut is True and not getattr(task, "score_truncated", False)
+
+
 def _row(task: Any, name: str, example: dict[str, Any], prompt: str, generation_id: int, response: str) -> dict[str, Any]:
-    score = float(task.score(response, example))
+    score = 0.0 if _unscored_cut(task, response) else float(task.score(response, example))
     return {
         "question_id": str(example["question_id"]),
         "generation_id": generation_id,
@@ -371,6 +380,7 @@ def _row(task: Any, name: str, example: dict[str, Any], prompt: str, generation_
         "gold_answer": None if example.get("answer") is None else str(example["answer"]),
         "label": score > 0.5,
         **({"image_id": str(example["image_id"])} if example.get("image_id") is not None else {}),
+        **({"truncated": True} if getattr(response, "cut", False) is True else {}),
     }
 
 

@@ -52,7 +52,7 @@ _WRAPPERS = frozenset({"boxed", "fbox", "text", "textbf", "textrm", "mathrm", "m
                        "left", "right", "bigl", "bigr", "big", "Big", "underline"})
 #: LaTeX that may follow a number without making it part of an expression: wrappers, units, spacing, ends
 _AFTER_OK = _WRAPPERS | {"end", "quad", "qquad", "rangle", "rbrace", "newline", "mbox", "operatorname", "degree",
-                         "dots", "ldots", "cdots", "text"}
+                         "dots", "ldots", "cdots"}
 #: a degree sign written as an exponent: ``90^\circ``, ``90^{\circ}``
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ(?![A-Za-z])")
 _OPERATORS = "+*/×·÷^_:" + _MINUS
@@ -178,7 +178,7 @@ def last_number(text: str) -> str | None:
     matches = list(_ATOM_RE.finditer(text))
     for m in reversed(matches):
         if m.start() > 0 and text[m.start() - 1] in ".0123456789" and not m.group("frac"):
-            continue  # the tail of a longer token the regex split (1.2.3, a 41st digit)
+            return None  # the tail of a token no number is: 1.2.3, more than 40 digits
         sign, start = _sign_before(text, m.start())
         kind = _context(text, start, m.end())
         if kind == "name":
