@@ -63,6 +63,13 @@ def test_a_train_config_and_a_flag_with_a_key_twice_are_refused(tmp_path):
 
     with pytest.raises(typer.BadParameter, match="--trl: the key 'beta' is written twice"):
         split_args(["--trl", "{beta: 0.1, beta: 0.2}"])
+    from grae.cli.data_cmd import parse_params
+    from grae.cli.eval_cmd import _parse_params
+
+    with pytest.raises(typer.BadParameter, match="x: the key 'a' is written twice"):
+        _parse_params(["x={a: 1, a: 2}"])
+    with pytest.raises(typer.BadParameter, match="--param x: the key 'a' is written twice"):
+        parse_params(["x={a: 1, a: 2}"])
     with pytest.raises(DuplicateKeyError):
         load_yaml("- {k: 1, k: 2}")
     assert load_yaml("base: &b {x: 1}\nm:\n  <<: *b\n  x: 2\n") == {"base": {"x": 1}, "m": {"x": 2}}  # merge: YAML's
