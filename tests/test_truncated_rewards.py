@@ -128,6 +128,14 @@ def test_eval_rows_of_cut_completions_score_zero_unless_the_task_asks(tmp_path, 
         run_samples(CuttingSampler(), task.heldout(3), task, n=4, batch_size=4, output_path=out, bootstrap=0)
 
 
+def test_a_vllm_output_stopped_at_max_tokens_is_cut():
+    from grae.eval.backends import vllm_completion
+
+    assert vllm_completion(SimpleNamespace(text=" 12", finish_reason="length")).cut is True
+    assert vllm_completion(SimpleNamespace(text=" 12", finish_reason="stop")).cut is False
+    assert vllm_completion(SimpleNamespace(text=" 12")) == " 12"
+
+
 def test_the_hf_sampler_marks_completions_the_budget_cut():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -105,6 +105,11 @@ class Completion(str):
         return made
 
 
+def vllm_completion(output: Any) -> Completion:
+    """A vLLM ``CompletionOutput`` as a :class:`Completion`: cut when vLLM stopped it at ``max_tokens``."""
+    return Completion(output.text, cut=getattr(output, "finish_reason", None) == "length")
+
+
 @runtime_checkable
 class Sampler(Protocol):
     """Draws completions. ``generate(prompts, n, seed)[i]`` holds ``n`` completions of ``prompts[i]`` (each a ``str``;
@@ -317,8 +322,7 @@ class VLLMSampler:
         else:
             token_prompts = [{"prompt_token_ids": tok(p, add_special_tokens=add_special)["input_ids"]} for p in prompts]
         outputs = self.llm.generate(token_prompts, params, use_tqdm=False)
-        return [[Completion(out.outputs[j % draws].text, cut=out.outputs[j % draws].finish_reason == "length")
-                 for j in range(n)] for out in outputs]
+        return [[vllm_completion(out.outputs[j % draws]) for j in range(n)] for out in outputs]
 
 
 def vllm_installed() -> bool:
