@@ -54,14 +54,17 @@ def interactive() -> bool:
 
 
 def _parse_params(values: list[str]) -> dict:
-    import yaml
+    from grae.yaml_io import DuplicateKeyError, load_yaml
 
     params = {}
     for value in values:
         if "=" not in value:
             raise typer.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint="--task-param")
         key, raw = value.split("=", 1)
-        params[key.strip()] = yaml.safe_load(raw)
+        try:
+            params[key.strip()] = load_yaml(raw)
+        except DuplicateKeyError as err:
+            raise typer.BadParameter(f"{key.strip()}: {err}", param_hint="--task-param") from None
     return params
 
 

@@ -25,6 +25,8 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
     value (``--trl.bf16``, followed by another ``--key`` or nothing) is ``true``, as in TRL's parser."""
     import yaml
 
+    from grae.yaml_io import DuplicateKeyError, load_yaml
+
     config, overrides, i = None, {}, 0
     while i < len(extra):
         token = extra[i]
@@ -46,9 +48,11 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
             value = "true"
             i += 1
         try:
-            parsed = yaml.safe_load(value)
+            parsed = load_yaml(value)
             # "Answer:" is a string on a command line, not YAML's {"Answer": None}; a mapping is written {a: 1}
             overrides[key] = value if isinstance(parsed, dict) and not value.lstrip().startswith("{") else _scalar(parsed)
+        except DuplicateKeyError as err:
+            raise typer.BadParameter(f"--{key}: {err}") from None
         except yaml.YAMLError:
             overrides[key] = value  # not a YAML scalar: the plain string, checked against the key's type
     return config, overrides

@@ -55,6 +55,7 @@ import yaml
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
 from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
+from grae.yaml_io import load_yaml
 
 #: every key of a study file: (the YAML types it takes, what it is); null is taken where a key is optional
 STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
@@ -224,7 +225,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def load_compare_config(path: str | Path) -> CompareConfig:
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = load_yaml(Path(path).read_text()) or {}
     except OSError as err:
         raise ConfigError(f"{path}: cannot read ({err.strerror or err})") from None
     except yaml.YAMLError as err:
@@ -392,7 +393,7 @@ def _selected_by(value, source: Path) -> list[int]:
     for candidate in (source.parent / value, Path(value)):
         if candidate.is_file():
             try:
-                seeds = (yaml.safe_load(candidate.read_text()) or {}).get("seeds")
+                seeds = (load_yaml(candidate.read_text()) or {}).get("seeds")
             except (OSError, yaml.YAMLError, AttributeError):
                 seeds = None
             if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
@@ -465,7 +466,7 @@ def check_job_dir(job: Job, config: TrainConfig) -> None:
     where = f"method {job.method!r} seed {job.seed}: {job.output_dir}"
     fix = "rename the method, or use another output_dir/jobs_dir"
     recorded = job.output_dir / "job.yaml"
-    if recorded.exists() and with_defaults(yaml.safe_load(recorded.read_text())) != to_dict(config):
+    if recorded.exists() and with_defaults(load_yaml(recorded.read_text())) != to_dict(config):
         raise ConfigError(f"{where} holds a run with a different config ({recorded}); {fix}")
     try:
         record = owner(job.output_dir)

@@ -182,7 +182,9 @@ def gather(cfg: CompareConfig) -> StudyResults:
                      unrecorded_devices={str(s): kind for s, kind in cfg.unrecorded_devices.items()} or None)
     base_rows = {name: _rows(cfg.output_dir / "base" / name) for name in BASE_FILES}
     base_files = {name: _counts(rows) for name, rows in base_rows.items() if rows is not None}
-    results = StudyResults(info, {}, base_files, invocations=read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True))
+    invocations = checked_invocations(read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True), info,
+                                      str(cfg.output_dir / INVOCATIONS))
+    results = StudyResults(info, {}, base_files, invocations=invocations)
     base_name = "frontier.jsonl" if cfg.eval else "before.jsonl"
     if results.base is not None and results.base.exact:
         from grae.eval.exact import reference_counts
@@ -194,6 +196,64 @@ def gather(cfg: CompareConfig) -> StudyResults:
     if cfg.frontier:
         results.frontier = _frontier(cfg, jobs, configs[jobs[0].method, jobs[0].seed].max_steps)
     return results
+
+
+def job_names(study: StudyInfo) -> set[str]:
+    """The names ``invocations.jsonl`` gives the study's jobs (``<method>/seed<s>``, grae.compare.runner.run_jobs)."""
+    return {f"{m}/seed{s}" for m in study.methods for s in study.seeds}
+
+
+def checked_invocations(rows: Any, study: StudyInfo, where: str) -> list[dict[str, Any]]:
+    """``invocations.jsonl``'s rows (:data:`INVOCATIONS`), each checked: ``started`` and ``wall_seconds`` finite
+    numbers (``wall_seconds >= 0``), ``jobs_run`` a list of the study's job names. Anything else raises
+    ``ValueError`` naming ``where`` and the row: the report's wall time is never computed from junk."""
+    if not isinstance(rows, list):
+        raise ValueError(f"{where}: expected a list of invocation rows, got {_short(rows)}")
+    names = job_names(study)
+    for i, row in enumerate(rows, start=1):
+        here = f"{where}: row {i}"
+        if not isinstance(row, dict):
+            raise ValueError(f"{here}: expected {{started, wall_seconds, jobs_run}}, got {_short(row)}")
+        for key in ("started", "wall_seconds"):
+            value = row.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or (
+                    key == "wall_seconds" and value < 0):
+                raise ValueError(f"{here}: {key} is a finite number{' >= 0' if key == 'wall_seconds' else ''}, got "
+                                 f"{_short(value)}")
+        run = row.get("jobs_run")
+        if not isinstance(run, list) or not all(isinstance(j, str) for j in run):
+            raise ValueError(f"{here}: jobs_run is a list of job names (method/seedN), got {_short(run)}")
+        foreign = [j for j in run if j not in names]
+        if foreign:
+            raise ValueError(f"{here}: jobs_run names {foreign[0]!r}, not a job of this study "
+                             f"({len(study.methods)} methods × seeds {study.seeds})")
+    return rows
+
+
+def _check_design(study: StudyInfo, jobs: dict[str, dict[int, JobResult]],
+                  frontier: dict[str, dict[float, FrontierCheckpoint]]) -> None:
+    """The table's jobs are exactly the study's methods × seeds (and its frontier seeds among them): a table with
+    a seed removed or added would render other numbers under the study's seed list."""
+    methods, seeds = study.methods, study.seeds
+    if (not isinstance(seeds, list) or not seeds or not all(_is_int(s) for s in seeds) or len(set(seeds)) != len(seeds)
+            or not isinstance(methods, list) or not methods or len(set(methods)) != len(methods)):
+        raise ValueError(f"results.study: seeds and methods are non-empty lists without repeats, got seeds "
+                         f"{_short(seeds)}, methods {_short(methods)}")
+    if set(jobs) != set(methods):
+        raise ValueError(f"results.jobs: methods {list(jobs)}, the study's are {list(methods)}")
+    for m, by_seed in jobs.items():
+        if sorted(by_seed) != sorted(seeds):
+            missing, extra = sorted(set(seeds) - set(by_seed)), sorted(set(by_seed) - set(seeds))
+            raise ValueError(f"results.jobs.{m}: seeds {sorted(by_seed)}, the study's are {sorted(seeds)}"
+                             + (f" (missing {missing})" if missing else "") + (f" (not in it {extra})" if extra else ""))
+    if study.num_jobs != len(methods) * len(seeds):
+        raise ValueError(f"results.study.num_jobs: {study.num_jobs}, the study has {len(methods)} × {len(seeds)} jobs")
+    for m, by_f in frontier.items():
+        for f, cp in by_f.items():
+            outside = sorted({*cp.n_min, *cp.shared, *(cp.counts or {})} - set(seeds))
+            if m not in methods or outside:
+                raise ValueError(f"results.frontier.{m}.{f}: " + (f"seeds {outside} are not the study's {seeds}"
+                                                                  if outside else "not a method of the study"))
 
 
 def _rows(path: Path) -> list[dict] | None:
@@ -241,7 +301,7 @@ def final_counts(cfg: CompareConfig, job: Job, config: TrainConfig) -> ProblemCo
     if not step_done(rows, step_settings(config, cfg.eval)):
         raise FileNotFoundError(f"{job.method} seed {job.seed}: no rows of the study's eval settings {cfg.eval} for "
                                 f"its final model ({curve_path(rows)}); run grae compare without --report-only")
-    return counts_from_record(json.loads(curve_path(rows).read_text()))
+    return counts_from_record(json.loads(curve_path(rows).read_text()), str(curve_path(rows)))
 
 
 def _memorisation(config: TrainConfig, metrics: list[dict], after: list[dict],
@@ -421,10 +481,12 @@ def _from_checked_json(data: dict[str, Any]) -> StudyResults:
                                                  {int(s): counts(c, f"results.frontier.{m}.{f}.counts.{s}")
                                                   for s, c in cp["counts"].items()} if "counts" in cp else None)
                     for f, cp in by_f.items()} for m, by_f in data["frontier"].items()}
-    return StudyResults(StudyInfo(**data["study"]), jobs,
+    study = StudyInfo(**data["study"])
+    _check_design(study, jobs, frontier)
+    return StudyResults(study, jobs,
                         {name: counts(c, f"results.base_files.{name}") for name, c in data["base_files"].items()},
                         {name: counts(c, f"results.references.{name}") for name, c in data["references"].items()},
-                        frontier, list(data["invocations"]))
+                        frontier, checked_invocations(data["invocations"], study, "results.invocations"))
 
 
 def write_summary(path: Path, summary: dict[str, Any], results: StudyResults) -> Path:

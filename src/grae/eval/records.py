@@ -5,6 +5,9 @@ One row per sample::
     {"question_id": str, "generation_id": int, "task": str, "prompt": str, "response": str,
      "pred_answer": str | null, "gold_answer": str, "label": bool}
 
+plus ``"truncated": true`` on a completion the token budget cut (labelled false unless the task's
+``score_truncated``; :class:`grae.eval.backends.Completion`) and ``"image_id"`` on a visual task's row.
+
 The seeds' files (rows with at least ``question_id`` and ``label``) read the same way.
 
 Crash safety: rows are appended, flushed and fsync'd once per batch, so a killed writer leaves

@@ -42,6 +42,7 @@ from grae.train.trl_recipe import (
     recipe_assignments,
 )
 from grae.train.trl_values import trl_annotations, trl_fields
+from grae.yaml_io import load_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
@@ -238,7 +239,7 @@ def resolve_config_path(source: str | Path | None) -> Path:
 
 def read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
     except (OSError, UnicodeDecodeError) as err:
