@@ -273,7 +273,10 @@ def test_graetrainer_warns_of_a_run_without_learning_signal_on_trls_keys(tmp_pat
     warnings = [r.getMessage() for r in logged if r.levelno == logging.WARNING and "no learning signal" in r.getMessage()]
     assert [s.split(":")[0] for s in steps] == ["step 1", "step 2", "step 3"]
     assert len(warnings) == 1 and warnings[0].startswith("no learning signal for 3 steps in a row (steps 1-3)")
-    assert "reward format: every completion scored 0" in warnings[0] and "task.params.answer_extraction" in warnings[0]
+    assert "reward format: every completion scored 0" in warnings[0]
+    # a Python user's knobs (issue 55 §2), not grae train's keys
+    assert "get_task(name, answer_extraction=...)" in warnings[0] and "task.params" not in warnings[0]
+    assert "raise GRPOConfig(max_completion_length=...)" in warnings[0] and "trl." not in warnings[0]
 
 
 def test_the_trl_key_alone_tells_a_step_without_signal_and_the_watch_is_added_once(tmp_path):

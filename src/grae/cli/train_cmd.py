@@ -221,10 +221,16 @@ def _dry_run(console, cfg) -> None:
     """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (:func:`loading_problem`: the
     model not cached with the hub unreachable, a tokenizer without a chat template, a push without a token) as a
     note with the line the run would stop with: the config is checked, the network only looked at."""
+    from grae.train.config import to_dict
     from grae.train.dry_run import plan_lines
+    from grae.train.resolve import resolved_lines
 
     for what, value in plan_lines(cfg):
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
+    console.print("resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry runs "
+                  "to compare the runs):", markup=False, highlight=False, soft_wrap=True)
+    for line in resolved_lines(to_dict(cfg)):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     note = loading_problem(cfg)
     if note:
         console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
@@ -311,7 +317,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from grae.eval.backends import NonFiniteLogitsError
-        from grae.train.run import INTERRUPTED_EXIT, DiskFullError, DivergenceError, run_train
+        from grae.train.run import INTERRUPTED_EXIT, BaseWithoutSignal, DiskFullError, DivergenceError, run_train
         from grae.train.threads import apply_threads
 
         cuda = _cuda_training(cfg)
@@ -325,6 +331,10 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "error:", err)
             raise typer.Exit(2) from None
+        except BaseWithoutSignal as err:  # the base cannot learn here: said before step 1, nothing trained
+            error(console, "stopped before step 1:", f"{err} Fix it and rerun (this run trained nothing, so a new run "
+                  "takes its directory), or train anyway with --continue-without-signal")
+            raise typer.Exit(1) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
             raise typer.Exit(1) from None

@@ -48,10 +48,26 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
             *[("fitted", note) for note in cfg.notes],
             ("train on", size),
             *example_lines(task),
+            *_gold_lines(cfg, task),
             ("rewards", "; ".join(rewards)),
             ("steps", f"{cfg.max_steps}, {batch}"),
             ("held-out", heldout),
-            ("output", cfg.output_dir)]
+            ("output", cfg.output_dir),
+            ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")]
+
+
+def _gold_lines(cfg: TrainConfig, task: Any) -> list[tuple[str, str]]:
+    """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`)."""
+    from grae.train.gold_check import budget_lines, check_golds, gold_lines, model_tokenizer
+    from grae.train.trl_recipe import processor_load_kwargs
+
+    heldout = cfg.eval.num_problems if cfg.eval.enabled else 0
+    check = check_golds(task, cfg.task.train_size, heldout, cfg.seed)
+    args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
+    tokenizer = model_tokenizer(cfg.model, processor_load_kwargs(cfg.trl)) if check is not None else None
+    return [*gold_lines(check), *budget_lines(check, tokenizer, args.max_completion_length,
+                                              cfg.eval.max_tokens if cfg.eval.enabled else None,
+                                              getattr(task, "instruction", None))]
 
 
 def example_lines(task: Any) -> list[tuple[str, str]]:
