@@ -301,7 +301,7 @@ def test_a_20_problem_gsm_file_trains_on_a_pretrained_model_in_one_command(tmp_p
            "--task.params.answer_extraction", "last_number", "--task.params.prompt_style", "plain",
            "--task.params.instruction", "Answer:", "--task.params.heldout_size", "6", "--estimator", "grpo",
            "--max-steps", "2",
-           "--output-dir", str(tmp_path / "run"), "--no-progress"]
+           "--output-dir", str(tmp_path / "run"), "--no-progress", "--continue-without-signal"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     out = done.stdout + done.stderr

@@ -88,7 +88,8 @@ def likely_causes(rewards: Sequence[float], clipped: Sequence[float] = (), max_c
     cut at."""
     causes = []
     if rewards and max(rewards) == 0.0:
-        held = f" ({unreadable:.0%} held no answer the verifier reads)" if unreadable is not None else ""
+        held = ("" if unreadable is None else " (each held an answer the verifier reads: a wrong one)" if unreadable == 0
+                else f" ({unreadable:.0%} held no answer the verifier reads)")
         causes.append(f"reward format: every completion scored 0{held}, so the model likely never writes the answer the "
                       "way the verifier reads it (e.g. <answer> tags or \\boxed{} it does not produce), or the verifier "
                       "rejects right answers; score a few completions by hand, change the prompt or how answers are read "

@@ -33,7 +33,7 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
         size = f"{size} ({len(task.splits()[0])} in the file's training split, {len(task.splits()[1])} held out)"
     rewards = [f"task ({cfg.task.name}'s verifier)" if spec == "task" else f"{spec} ({_origin(resolve_reward(spec))})"
                for spec in reward_specs(cfg)]
-    params = ", ".join(f"{key}={value}" for key, value in cfg.estimator_params.items())
+    params = ", ".join(f"{key}={value}" for key, value in sorted(cfg.estimator_params.items()))
     chosen = cfg.explicit_keys is None or "estimator" in cfg.explicit_keys or cfg.estimator != TrainConfig.estimator
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")  # TRL's values, its defaults filled in
     batch = (f"{args.per_device_train_batch_size} completions per device step, {args.num_generations} per prompt, "
@@ -44,7 +44,7 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
                           f"{'' if chosen else ' (grae default; --estimator grpo trains TRL GRPO advantages)'}"),
             ("model", f"{cfg.model} (from_pretrained: {how})"),
-            ("task", fields_line(task) or f"{cfg.task.name}{f' {cfg.task.params}' if cfg.task.params else ''}"),
+            ("task", fields_line(task) or f"{cfg.task.name}{f' {params_of(cfg.task.params)}' if cfg.task.params else ''}"),
             *[("fitted", note) for note in cfg.notes],
             ("train on", size),
             *example_lines(task),
@@ -54,6 +54,11 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
             ("held-out", heldout),
             ("output", cfg.output_dir),
             ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")]
+
+
+def params_of(params: dict) -> dict:
+    """A parameter mapping in key order (the order a file or the flags give them in changes nothing)."""
+    return dict(sorted(params.items()))
 
 
 def _gold_lines(cfg: TrainConfig, task: Any) -> list[tuple[str, str]]:

@@ -233,7 +233,8 @@ def _refuse_two_spellings(pairs: list[tuple[str, str]], where: str) -> None:
 
 def resolved_lines(config: dict[str, Any]) -> list[str]:
     """Every resolved key of ``config`` (``to_dict(TrainConfig)``) as ``key: value`` (JSON values), one a line,
-    in the schema's order: what ``grae train --dry-run`` prints so that two runs can be diffed. ``trl`` keys
+    top-level keys in the schema's order, the keys of each section sorted (the order a file or the flags give them
+    in changes nothing): what ``grae train --dry-run`` prints so that two runs can be diffed. ``trl`` keys
     not listed are at TRL's GRPOConfig defaults."""
     return [f"{leaf}: {json.dumps(value, sort_keys=True, default=str)}"
-            for key, section in config.items() for leaf, value in _leaves(key, section).items()]
+            for key, section in config.items() for leaf, value in sorted(_leaves(key, section).items())]
