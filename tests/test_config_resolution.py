@@ -228,7 +228,7 @@ def test_a_dead_base_stops_before_step_1_and_the_report_carries_the_consoles_wor
     assert "stopped before step 1: the base model scored 0 on all 16 held-out completions before training" in said
     assert "100% held no answer the verifier reads" in said and "--continue-without-signal" in said
     assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()  # nothing trained
-    diagnosis = said[said.index("the base model scored 0"):said.index(" Fix it and rerun")]
+    diagnosis = said[said.index("the base model scored 0"):said.index(". Fix it and rerun")]
 
     went_on = subprocess.run([*cmd, "--continue-without-signal"], capture_output=True, text=True,
                              timeout=scaled(600), env=env, cwd=tmp_path)

@@ -332,7 +332,7 @@ def register(app: typer.Typer) -> None:
             error(console, "error:", err)
             raise typer.Exit(2) from None
         except BaseWithoutSignal as err:  # the base cannot learn here: said before step 1, nothing trained
-            error(console, "stopped before step 1:", f"{err} Fix it and rerun (this run trained nothing, so a new run "
+            error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
                   "takes its directory), or train anyway with --continue-without-signal")
             raise typer.Exit(1) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
