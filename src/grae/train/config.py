@@ -160,9 +160,9 @@ class TrainConfig:
     #: such step is also said on the console at once. 0: no warning (grae.engines.learning_signal)
     no_signal_steps: int = 3
     #: train even when the held-out evaluation before training finds a base model without learning signal (it scored
-    #: 0 with >= 90 % of its completions cut at the token budget or unreadable: grae.engines.learning_signal.
-    #: base_diagnosis); without it ``grae train`` says the diagnosis and stops before step 1
-    #: (``--continue-without-signal``)
+    #: 0 with >= 90 % of its completions cut at the token budget or unreadable, see
+    #: grae.engines.learning_signal.base_diagnosis); without it ``grae train`` says the diagnosis and stops before
+    #: step 1 (``--continue-without-signal``)
     continue_without_signal: bool = False
 
 

@@ -150,7 +150,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     wait_for_everyone(args)
     base_note = decided_by_main(args, lambda: base_without_signal(cfg, out / "eval" / "before.jsonl", heldout,
                                                                   processing) if before else None)
-    if base_note and not cfg.continue_without_signal:
+    if base_note and not cfg.continue_without_signal and not resume_from:  # a resumed run has trained already
         raise BaseWithoutSignal(base_note)
     if base_note:
         log(f"warning: {base_note} (training anyway: continue_without_signal)")
