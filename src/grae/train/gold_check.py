@@ -60,15 +60,15 @@ def check_golds(task: Any, train_size: int | None, heldout_size: int, seed: int)
         scope = f"the first {len(train)} generated training problems and the {len(held)} held-out ones"
     examples = [*train, *held]
     extraction = getattr(task, "extraction", None)
-    stated = [extraction.stating(e["answer"]) if extraction is not None else task.answer_completion(e["answer"])
-              for e in examples]
+    stated = [extraction.stating(e["answer"]) if extraction is not None else
+              _component(task, e).answer_completion(e["answer"]) for e in examples]
     scores = task.score_batch(stated, examples)
     places = _places(task)
     unscorable = [(places.get(_key(e), e["question_id"]), e["answer"], reply)
                   for e, reply, score in zip(examples, stated, scores) if score != 1.0]
     unscorable.sort(key=lambda row: _line_order(row[0]))
-    shortest = [extraction.shortest(e["answer"]) if extraction is not None else task.answer_completion(e["answer"])
-                for e, score in zip(examples, scores) if score == 1.0]
+    shortest = [extraction.shortest(e["answer"]) if extraction is not None else
+                _component(task, e).answer_completion(e["answer"]) for e, score in zip(examples, scores) if score == 1.0]
     return GoldCheck(len(train), len(held), unscorable, shortest, _reading(task), scope)
 
 
@@ -77,6 +77,11 @@ def _line_order(place: str) -> tuple[str, int]:
     head, _, tail = place.rpartition(":")
     number = tail.strip().removeprefix("row ").strip()
     return (head, int(number)) if number.isdigit() else (place, 0)
+
+
+def _component(task: Any, example: dict) -> Any:
+    """The task that made ``example``: a mix's component of that name, else ``task`` itself."""
+    return next((part for part in getattr(task, "components", ()) if part.name == example.get("task")), task)
 
 
 def _reading(task: Any) -> str:
