@@ -272,7 +272,8 @@ def register(app: typer.Typer) -> None:
         debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
                                    "print the traceback after its one line (it is always in the run's error.log)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the config in full and say what it resolves to "
-                                     "(model, task columns, reward functions, steps), then exit: nothing is "
+                                     "(model, task columns, every gold through the verifier, the token budget, "
+                                     "reward functions, steps, then every resolved key), then exit: nothing is "
                                      "downloaded, loaded, trained or written."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
