@@ -225,10 +225,16 @@ def _dry_run(console, cfg) -> None:
     """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (:func:`loading_problem`: the
     model not cached with the hub unreachable, a tokenizer without a chat template, a push without a token) as a
     note with the line the run would stop with: the config is checked, the network only looked at."""
+    from grae.train.config import to_dict
     from grae.train.dry_run import plan_lines
+    from grae.train.resolve import resolved_lines
 
     for what, value in plan_lines(cfg):
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
+    console.print("resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry runs "
+                  "to compare the runs):", markup=False, highlight=False, soft_wrap=True)
+    for line in resolved_lines(to_dict(cfg)):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     note = loading_problem(cfg)
     if note:
         console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
@@ -270,7 +276,8 @@ def register(app: typer.Typer) -> None:
         debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
                                    "print the traceback after its one line (it is always in the run's error.log)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the config in full and say what it resolves to "
-                                     "(model, task columns, reward functions, steps), then exit: nothing is "
+                                     "(model, task columns, every gold through the verifier, the token budget, "
+                                     "reward functions, steps, then every resolved key), then exit: nothing is "
                                      "downloaded, loaded, trained or written."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
@@ -315,7 +322,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from grae.eval.backends import NonFiniteLogitsError
-        from grae.train.run import INTERRUPTED_EXIT, DiskFullError, DivergenceError, run_train
+        from grae.train.run import INTERRUPTED_EXIT, BaseWithoutSignal, DiskFullError, DivergenceError, run_train
         from grae.train.threads import apply_threads
 
         cuda = _cuda_training(cfg)
@@ -329,6 +336,10 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "error:", err)
             raise typer.Exit(2) from None
+        except BaseWithoutSignal as err:  # the base cannot learn here: said before step 1, nothing trained
+            error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
+                  "takes its directory), or train anyway with --continue-without-signal")
+            raise typer.Exit(1) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
             raise typer.Exit(1) from None

@@ -101,8 +101,22 @@ def plot_training_curves(rows: list[dict], path: Path, title: str, before: dict[
     return path
 
 
+def signal_notes(cfg: TrainConfig, rows: list[dict], base_note: str | None = None) -> list[str]:
+    """The learning-signal warnings of a run, as the console said them: the base model's diagnosis before
+    step 1 (``base_note``, :func:`grae.engines.learning_signal.base_diagnosis`), the warning of the first streak
+    of steps without signal (:func:`~grae.engines.learning_signal.first_streak_note`: word for word), and how much
+    of the run had no gradient (:func:`grae.train.callbacks.sparse_signal_note`)."""
+    from grae.engines.learning_signal import first_streak_note
+    from grae.train.callbacks import sparse_signal_note
+    from grae.train.trl_values import trl_fields
+
+    budget = cfg.trl.get("max_completion_length", trl_fields()["max_completion_length"].default)
+    notes = [base_note, first_streak_note(rows, cfg.no_signal_steps, budget), sparse_signal_note(rows)]
+    return [note if note.endswith(".") else f"{note}." for note in notes if note]
+
+
 def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], after: dict[int, float], *,
-                       steps: int, train_seconds: float) -> Path:
+                       steps: int, train_seconds: float, base_note: str | None = None) -> Path:
     from grae.eval import markdown_table, plot_passk_curves
 
     rows = read_metrics(out / METRICS_FILE) if (out / METRICS_FILE).exists() else []
@@ -130,11 +144,8 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
                   f"({100 * (after[first] - before[first]):+.1f} points); pass@{last}: {100 * before[last]:.1f} → "
                   f"{100 * after[last]:.1f} ({100 * (after[last] - before[last]):+.1f} points)", "",
                   "![pass@k](passk.png)", ""]
-    from grae.train.callbacks import sparse_signal_note, zero_signal_note
-
-    note = zero_signal_note(rows) or sparse_signal_note(rows)
-    if note is not None:
-        lines += [f"> **Warning — {note}.**", ""]
+    for note in signal_notes(cfg, rows, base_note):
+        lines += [f"> **Warning — {note}**", ""]
     if rows:
         def mean(key, part):
             vals = [r[key] for r in part if r.get(key) is not None]

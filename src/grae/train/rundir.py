@@ -42,7 +42,7 @@ RUN_FILE = "run.json"
 #: one JSON line per logged training step (grae.train.callbacks writes it)
 METRICS_FILE = "metrics.jsonl"
 #: configuration keys a ``--resume`` may change
-RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps")
+RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps", "continue_without_signal")
 #: what marks a directory as a grae run's (``config.yaml``: runs from before run.json existed)
 RUN_MARKERS = (RUN_FILE, "config.yaml")
 #: files a new run may find in its directory: ``grae compare``'s job configuration (its job folders)

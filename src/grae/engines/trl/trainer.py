@@ -98,7 +98,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         no_signal_steps: as ``grae train``'s: each logged step without learning signal (no group with a non-zero
             advantage; TRL's ``frac_reward_zero_std == 1`` where grae's advantage masses are not logged) is said at
             INFO on this module's logger, and after this many in a row one WARNING names the likely causes (reward
-            format, token budget, task difficulty: :mod:`grae.engines.learning_signal`); 0 turns it off. A
+            format, token budget, task difficulty: :mod:`grae.engines.learning_signal`; each fix named by its GRPOConfig
+            argument, the token budget only where completions were cut); 0 turns it off. A
             :class:`~grae.engines.learning_signal.NoSignalWatch` among ``callbacks`` replaces it.
     """
 
@@ -186,12 +187,12 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
     def _watch_learning_signal(self, streak_steps: int) -> None:
         """Add :class:`~grae.engines.learning_signal.NoSignalWatch` (lines at INFO, the warning at WARNING on this
         module's logger) unless ``streak_steps`` is 0 or the caller's callbacks hold one (``grae train``'s)."""
-        from grae.engines.learning_signal import NoSignalWatch
+        from grae.engines.learning_signal import PYTHON_KNOBS, NoSignalWatch
 
         if isinstance(streak_steps, bool) or not isinstance(streak_steps, int) or streak_steps < 0:
             raise ValueError(f"no_signal_steps: an integer >= 0 (0 turns the warning off), got {streak_steps!r}")
         if streak_steps and not any(isinstance(cb, NoSignalWatch) for cb in self.callback_handler.callbacks):
-            self.add_callback(NoSignalWatch(logger.info, streak_steps, warn=logger.warning))
+            self.add_callback(NoSignalWatch(logger.info, streak_steps, warn=logger.warning, knobs=PYTHON_KNOBS))
 
     # -- TRL's hooks ----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
