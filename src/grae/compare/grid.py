@@ -18,6 +18,8 @@ Example (``studies/*.yaml``)::
     frontier_eval: {num_problems: 200, n: 64}  # optional: cheaper held-out settings for those evaluations
     eval: {exact: true}               # optional: compare evaluates every model itself (below)
     paired_against: [base, oracle]    # optional: fixed references paired per problem (oracle: needs eval.exact)
+    # paired_against: [base, temperature_frontier]  # the base's temperature frontier F (needs eval.exact)
+    temperatures: [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]  # optional: F's grid (this is the default)
     selected_by: studies/pilot.yaml   # optional: the selecting study (or its seeds); overlapping seeds are refused
     verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
     rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rules)
@@ -75,6 +77,7 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "frontier_eval": ((dict,), "a mapping {num_problems: N, n: N}"),
     "eval": ((dict,), "a mapping {exact: true|false, num_problems: N, n: N}"),
     "paired_against": ((str, list), "a reference name or a list of them"),
+    "temperatures": ((list,), "a list of temperatures, e.g. [0.2, 0.3, …, 1.2] (the base's temperature frontier)"),
     "selected_by": ((list, str), "a list of seeds or the selecting study's config path"),
     "verdict": ((str,), "text"),
     "rule": ((dict,), "a mapping {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}} or "
@@ -87,7 +90,7 @@ REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
 #: keys with a lower bound: key -> least value
 MINIMUM = {"parallel": 1, "bootstrap": 1}
 #: fixed references every trained arm can be paired against per problem (``paired_against``)
-REFERENCES = ("base", "oracle")
+REFERENCES = ("base", "oracle", "temperature_frontier")
 #: the fewest seeds per method from which a report draws a verdict; below it the study is a pilot
 MIN_VERDICT_SEEDS = 3
 
@@ -127,8 +130,11 @@ class CompareConfig:
     #: compare's own held-out evaluation of every model ({exact, num_problems, n}; module docstring); None = the jobs' own
     eval: dict[str, Any] | None = None
     #: fixed references the arms are paired against per problem (``REFERENCES``): "base", and "oracle" = the
-    #: base's format-only oracle (needs ``eval: {exact: true}``)
+    #: base's format-only oracle (needs ``eval: {exact: true}``), "temperature_frontier" = the base's temperature
+    #: frontier F over ``temperatures`` (grae.compare.temperature_frontier; needs ``eval: {exact: true}``)
     paired_against: list[str] = field(default_factory=lambda: ["base"])
+    #: the temperature frontier's grid (None: grae.compare.temperature_frontier.TEMPERATURES)
+    temperatures: list[float] | None = None
     #: seeds of the study that selected the candidate(s) under test; this study may not reuse them
     selected_by: list[int] = field(default_factory=list)
     #: the study's conclusion, printed under "Verdict"; refused with fewer than MIN_VERDICT_SEEDS seeds
@@ -255,6 +261,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                         frontier_eval=_frontier_eval(raw.get("frontier_eval"), "frontier_eval"),
                         eval=_frontier_eval(raw.get("eval"), "eval"))
     cfg.paired_against = _paired_against(raw.get("paired_against", ["base"]), cfg)
+    cfg.temperatures = _temperatures(raw.get("temperatures"), cfg)
     cfg.frontier_methods = _frontier_methods(raw.get("frontier_methods"), cfg)
     cfg.selected_by = _selected_by(raw.get("selected_by"), Path(path))
     reused = sorted(set(cfg.selected_by) & set(seeds))
@@ -378,7 +385,27 @@ def _paired_against(value, cfg: CompareConfig) -> list[str]:
     if "oracle" in names and not (cfg.eval or {}).get("exact"):
         raise ConfigError("paired_against: oracle needs the base's exact rows (the format-only oracle is the base's "
                           "p / mass per problem): add eval: {exact: true}")
+    if "temperature_frontier" in names and not (cfg.eval or {}).get("exact"):
+        raise ConfigError("paired_against: temperature_frontier needs every arm's exact p per problem (its distance to "
+                          "the base's frontier is taken per seed × problem): add eval: {exact: true}")
     return list(dict.fromkeys(names))
+
+
+def _temperatures(value, cfg: CompareConfig) -> list[float] | None:
+    """``temperatures``: the grid of the base's temperature frontier (``paired_against: temperature_frontier``)."""
+    if value is None:
+        return None
+    from grae.eval.backends import MAX_TEMPERATURE, MIN_TEMPERATURE
+
+    if "temperature_frontier" not in cfg.paired_against:
+        raise ConfigError("temperatures: the grid of the base's temperature frontier, which this study does not trace; "
+                          "add temperature_frontier to paired_against, or remove temperatures")
+    if (len(value) < 2 or len(set(value)) != len(value) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and MIN_TEMPERATURE <= t <= MAX_TEMPERATURE
+            for t in value)):
+        raise ConfigError(f"temperatures: expected at least two distinct temperatures in [{MIN_TEMPERATURE:g}, "
+                          f"{MAX_TEMPERATURE:g}], e.g. [0.2, 0.3, 0.5, 0.7, 1.0, 1.2], got {value!r}")
+    return sorted(float(t) for t in value)
 
 
 def _selected_by(value, source: Path) -> list[int]:

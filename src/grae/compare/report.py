@@ -140,6 +140,10 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
     lines += sections
     lines += exact_sampled_lines(results, ks)
     lines += frontier_section(results, out)
+    from grae.compare.temperature_report import temperature_section
+
+    temperature_lines, temperature_summary = temperature_section(results)
+    lines += temperature_lines
     lines += memorisation_section(results)
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
@@ -156,7 +160,8 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         "holm": holm,
         "pilot": pilot_reason(len(study.seeds)),
         "update_allocation": allocation,
-        "baseline": study.baseline, "seeds": study.seeds, **({"rule": rule} if rule else {})}, results)
+        "baseline": study.baseline, "seeds": study.seeds, **({"rule": rule} if rule else {}),
+        **({"temperature_frontier": temperature_summary} if temperature_summary else {})}, results)
     return report
 
 

@@ -190,6 +190,10 @@ def gather(cfg: CompareConfig) -> StudyResults:
         from grae.eval.exact import reference_counts
 
         results.references = reference_counts(results.base, base_rows[base_name])
+    if "temperature_frontier" in cfg.paired_against:
+        from grae.compare.temperature_frontier import read_base_temperatures
+
+        results.base_files.update(read_base_temperatures(cfg.output_dir / "base" / "temperature_frontier.json"))
     for job in jobs:
         results.jobs.setdefault(job.method, {})[job.seed] = _job_result(cfg, job, configs[job.method, job.seed],
                                                                         base_rows["before.jsonl"])

@@ -307,6 +307,9 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"sampling: dynamic sampling and prompt selection do not supply estimator context yet, and "
                           f"estimator {cfg.estimator!r} requires {', '.join(requires)}; set sampling.dynamic false and "
                           "sampling.selection uniform, or choose an estimator that needs only rewards")
+    conflict = cfg.sampling.conflict_with(estimator)  # GraeTrainer refuses it too, after the model loads
+    if conflict:
+        raise ConfigError(conflict)
     funcs = reward_specs(cfg)
     if "answer_id" in getattr(estimator, "requires", ()) and "task" not in funcs:
         raise ConfigError(f"estimator: {cfg.estimator!r} needs each completion's parsed answer (context answer_id), which "

@@ -32,7 +32,8 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     if isinstance(task, LocalTask):
         size = f"{size} ({len(task.splits()[0])} in the file's training split, {len(task.splits()[1])} held out)"
     if cfg.task.train_subset:
-        size = f"{size} of the {len(task)} in the band file {cfg.task.train_subset}"
+        size = (f"all {len(task)} problems of the band file {cfg.task.train_subset}" if cfg.task.train_size is None else
+                f"{cfg.task.train_size} of the {len(task)} problems in the band file {cfg.task.train_subset}")
     rewards = [f"task ({cfg.task.name}'s verifier)" if spec == "task" else f"{spec} ({_origin(resolve_reward(spec))})"
                for spec in reward_specs(cfg)]
     params = ", ".join(f"{key}={value}" for key, value in sorted(cfg.estimator_params.items()))
