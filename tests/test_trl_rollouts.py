@@ -85,7 +85,7 @@ def test_rollouts_with_a_repetition_penalty_and_min_p_are_stock_trls_completions
     GRPOTrainer on the installed transformers (5.23 stopped penalising the pad token of a prompt's left padding;
     grae's loop follows the installed version, tests/test_decode.py). The pad token's output row is the space's
     (tied to a padding_idx embedding it is zero, its logit 0, which a penalty leaves at 0), so it is drawn and
-    its penalty matters: with 5.10's penalty on 5.23 (no ``prompt_ignore_length``) the ungrouped case fails."""
+    its penalty matters: with 5.10's penalty on 5.23 (no ``prompt_ignore_length``) the grouped-qwen2 case fails."""
     config = {"temperature": 1.3, "top_k": 5, "min_p": 0.05, "repetition_penalty": 1.3, "max_completion_length": 8}
     runs = []
     for cls in (GRPOTrainer, GraeTrainer):  # each built and trained in turn: the same RNG stream for both
