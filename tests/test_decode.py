@@ -4,6 +4,7 @@ run of identical prompts prefilled once or not, finished rows leaving the batch 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -255,21 +256,18 @@ def test_every_trl_processor_draws_what_generate_draws_as_rows_leave(llama, monk
     from transformers import GenerationConfig
 
     model, tokenizer, _ = llama
-    model = model.to(dtype)
+    model = copy.deepcopy(model).to(dtype)  # the module's model stays float32
     enc = _encode(tokenizer, PROMPTS * 2)
     narrowings = []
     narrowed = dec._narrowed
     monkeypatch.setattr(dec, "_narrowed", lambda step, keep: narrowings.append(keep.numel()) or narrowed(step, keep))
-    try:
-        for case, seed in itertools.product(TRL_CASES, range(3)):
-            plan = dec.plan_of(model, GenerationConfig(max_new_tokens=12, pad_token_id=0, eos_token_id=EOS,
-                                                       do_sample=True, **case))
-            assert plan is not None
-            theirs = _generate(model, enc, seed, max_new_tokens=12, do_sample=True, **case)
-            ours = _decode(model, enc, seed, plan.sampling, 12)
-            assert torch.equal(ours.sequences, theirs), (case, seed, dtype)
-    finally:
-        model.to(torch.float32)
+    for case, seed in itertools.product(TRL_CASES, range(3)):
+        plan = dec.plan_of(model, GenerationConfig(max_new_tokens=12, pad_token_id=0, eos_token_id=EOS,
+                                                   do_sample=True, **case))
+        assert plan is not None
+        theirs = _generate(model, enc, seed, max_new_tokens=12, do_sample=True, **case)
+        ours = _decode(model, enc, seed, plan.sampling, 12)
+        assert torch.equal(ours.sequences, theirs), (case, seed, dtype)
     assert len(narrowings) > 10  # rows left the batch with the penalty on
 
 
