@@ -30,7 +30,7 @@ def model_dir(tmp_path_factory):
 
 def grae_train(model_dir, out, *extra, **popen):
     cmd = [sys.executable, "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(out), *SMALL, *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **popen.pop("env", {})}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
 
@@ -266,3 +266,44 @@ def test_resume_over_a_damaged_only_checkpoint_refuses_and_changes_nothing(model
     assert {p.name: p.read_bytes() for p in checkpoint.iterdir()} == before  # nothing deleted, rotated or rewritten
     assert (out / "metrics.jsonl").read_text() == metrics
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == listing
+
+
+HOSTILE_REWARDS = """
+import os
+
+
+def exits_the_process(completions, **kwargs):
+    os._exit(0)
+
+
+def forks_the_trainer(completions, **kwargs):
+    os.fork()
+    return [0.0] * len(completions)
+"""
+
+
+@pytest.mark.parametrize("reward, said", [
+    ("exits_the_process", "the run did not finish: the training process ended with exit status 0 while reward "
+                          "function 'exits_the_process' ran"),
+    ("forks_the_trainer", "reward function 'forks_the_trainer' forked the training process (os.fork()) and the copy"),
+], ids=["os._exit(0)", "os.fork()"])
+def test_a_reward_that_exits_or_forks_ends_the_run_non_zero_naming_it(model_dir, tmp_path, reward, said):
+    """Issue 54 §2: ``os._exit(0)`` in a reward ended ``grae train`` with exit 0 and no line; a reward that forks
+    left copies of ``grae train`` training on and ignoring SIGTERM. Under the supervisor (grae.supervision) both
+    end the run with exit 1 and one line naming the reward function; no final/, no process left behind."""
+    (tmp_path / "hostile_rewards.py").write_text(HOSTILE_REWARDS)
+    out = tmp_path / "run"
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    log = finish(grae_train(model_dir, out, "--max-steps", "2", "--eval.enabled", "false",
+                            "--reward_funcs", f"hostile_rewards:{reward}", env=env), code=1)
+    errors = [line for line in log.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and said in " ".join(errors[0].split()), log[-3000:]
+    assert not (out / "final").exists() and not (out / "eval" / "summary.json").exists()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                left += [pid] if str(out).encode() in f.read() else []
+        except OSError:
+            pass
+    assert left == [], "a grae train process outlived the run"

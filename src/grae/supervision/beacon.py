@@ -71,10 +71,11 @@ def leave_if_copy(name: str) -> None:
     if os.getpid() == _TRAINER_PID:
         return
     _send(f"F {os.getpid()} {name}")
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"error: reward function {name!r} forked the training process and the copy (pid "
-                         f"{os.getpid()}) returned into training; the copy exits\n")
-        sys.stderr.flush()
+    if _fd is None:  # not supervised (a library user's trainer): said here; a supervisor says it once itself
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"error: reward function {name!r} forked the training process and the copy (pid "
+                             f"{os.getpid()}) returned into training; the copy exits\n")
+            sys.stderr.flush()
     os._exit(FORKED_COPY_EXIT)
 
 

@@ -74,12 +74,13 @@ class _Heard:
             return max(self.calls.values(), key=lambda call: call[1], default=None)
 
 
-def supervise(argv: list[str]) -> int:
-    """Run ``python -m grae.cli <argv>`` as the supervised training process; its exit status (module docstring)."""
+def supervise(argv: list[str], command: list[str] | None = None) -> int:
+    """Run ``python -m grae.cli <argv>`` (``command`` instead of ``python -m grae.cli``) as the supervised
+    training process; the exit status to end with (module docstring)."""
     read_end, write_end = os.pipe()
     _set_child_subreaper()
     terminal = _foreground_terminal()
-    child = subprocess.Popen([sys.executable, "-m", "grae.cli", *argv], env={**os.environ, ENV: str(write_end)},
+    child = subprocess.Popen([*(command or [sys.executable, "-m", "grae.cli"]), *argv], env={**os.environ, ENV: str(write_end)},
                              pass_fds=(write_end,), process_group=0, preexec_fn=_die_with_parent)
     os.close(write_end)
     heard = _Heard()
