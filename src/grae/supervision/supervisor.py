@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from grae.supervision.beacon import ENV, FORKED_COPY_EXIT
+from grae.supervision.beacon import ENV
 
 #: after a forwarded stop signal, or past a reward call's own bound, how long a reward call may keep running
 GRACE_S = 30.0
@@ -81,7 +81,7 @@ def supervise(argv: list[str], command: list[str] | None = None) -> int:
     _set_child_subreaper()
     terminal = _foreground_terminal()
     child = subprocess.Popen([*(command or [sys.executable, "-m", "grae.cli"]), *argv], env={**os.environ, ENV: str(write_end)},
-                             pass_fds=(write_end,), process_group=0, preexec_fn=_die_with_parent)
+                             pass_fds=(write_end,), preexec_fn=_own_group_dying_with_parent)
     os.close(write_end)
     heard = _Heard()
     reader = threading.Thread(target=_read, args=(read_end, heard), daemon=True, name="grae-supervisor-reader")
@@ -174,8 +174,6 @@ def _unchosen_end(code: int, heard: _Heard) -> tuple[str | None, int]:
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -code == signal.SIGKILL else ""
         return (f"the training process was killed by {name}{during}{hint}; the run did not finish: no final/ written, "
                 "--resume continues from the newest complete checkpoint"), 128 - code
-    if code == FORKED_COPY_EXIT and heard.forked:
-        return None, code
     if call or code == 0:
         return (f"the run did not finish: the training process ended with exit status {code}{during}, without "
                 "grae train ending it (os._exit or sys.exit in user code?); no final/ written, --resume continues from "
@@ -264,7 +262,10 @@ def _set_child_subreaper() -> None:
         _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
 
 
-def _die_with_parent() -> None:
+def _own_group_dying_with_parent() -> None:
+    """In the child before it runs (Popen's ``process_group`` is Python 3.11's): its own process group, and
+    SIGKILL when the supervisor dies."""
+    os.setpgid(0, 0)
     if sys.platform.startswith("linux"):
         _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
