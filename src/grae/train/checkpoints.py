@@ -132,7 +132,7 @@ def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damage
     for name in os.listdir(folder):
         marker = os.path.join(folder, name, COMPLETE_MARKER)
         if name.startswith("checkpoint-") and name[len("checkpoint-"):].isdigit() and os.path.exists(marker):
-            if run_id is None or _marker_run_id(marker) == run_id:
+            if run_id is None or marker_run_id(marker) == run_id:
                 steps.append(int(name[len("checkpoint-"):]))
     for step in sorted(steps, reverse=True):
         checkpoint = os.path.join(folder, f"checkpoint-{step}")
@@ -144,7 +144,8 @@ def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damage
     return None
 
 
-def _marker_run_id(marker: str) -> str | None:
+def marker_run_id(marker: str) -> str | None:
+    """The run id a completion marker names (None: none, or unreadable)."""
     return _marker(marker).get("run_id")
 
 

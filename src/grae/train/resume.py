@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from grae.engines import COMPLETE_MARKER
-from grae.train.checkpoints import _marker_run_id, checkpoint_problem
+from grae.train.checkpoints import checkpoint_problem, marker_run_id
 from grae.train.config import ConfigError
 
 #: what an unmarked checkpoint is
@@ -68,7 +68,7 @@ def _own_checkpoints(folder: Path, run_id: str) -> list[str]:
         if not (entry.name.startswith("checkpoint-") and step.isdigit() and entry.is_dir()):
             continue
         marker = entry / COMPLETE_MARKER
-        if marker.exists() and _marker_run_id(str(marker)) != run_id:
+        if marker.exists() and marker_run_id(str(marker)) != run_id:
             continue  # another run's (left behind, copied in): never this run's, never resumed
         found.append((int(step), str(entry)))
     return [path for _, path in sorted(found, reverse=True)]
