@@ -255,9 +255,30 @@ def _print_help(ctx: typer.Context, _param, value: bool) -> None:
     ctx.exit()
 
 
+def says_its_exit(command):
+    """``command``'s own end (its return, or a ``typer.Exit`` it raises) is told to the supervisor
+    (:func:`grae.supervision.beacon.finished`); any other end — ``sys.exit`` or ``os._exit`` in user code, a
+    crash — is not, and the supervisor names it."""
+    import functools
+
+    from grae.supervision import beacon
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            command(*args, **kwargs)
+        except typer.Exit as end:
+            beacon.finished(end.exit_code)
+            raise
+        beacon.finished(0)
+
+    return run
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
                  options_metavar="[CONFIG] [OPTIONS] [--key value …]", add_help_option=False)
+    @says_its_exit
     def train(
         ctx: typer.Context,
         _help: bool = typer.Option(False, "--help", "-h", is_eager=True, callback=_print_help, expose_value=False,

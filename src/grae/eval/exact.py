@@ -57,6 +57,10 @@ from .stats import EXACT_K_MAX, ProblemCounts, count_problems, passk_estimates
 NEAR_MISS_W = 20
 #: Memory (MB) the candidates' batches may take at once (``grae eval --exact-memory-mb``).
 DEFAULT_EXACT_MEMORY_MB = 512
+#: the smallest ``grae eval --exact-memory-mb`` taken (10 kB): one candidate's logits alone take vocabulary × 4 bytes
+#: per token (the embedded tiny model's whole candidate about 0.5 MB), so a smaller budget holds no candidate of any
+#: language model and would only be exceeded by chunks of one: a mistaken unit (1e-9), not a budget
+MIN_EXACT_MEMORY_MB = 0.01
 #: Candidate answers per problem above which ``grae eval --exact`` refuses (``--exact-max-candidates``).
 DEFAULT_EXACT_MAX_CANDIDATES = 20_000
 #: vocabulary-sized float32 score tensors alive at once per candidate token (logits, ``/ T``, top-p's

@@ -219,6 +219,11 @@ def plan_tasks(
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
     resolved = _one_entry_per_name(resolved)
+    exact_only = [name for name, value in [("--exact-memory-mb", exact_memory_mb),
+                                           ("--exact-max-candidates", exact_max_candidates)] if value is not None]
+    if exact_only and not exact:
+        raise EvalError(f"{' and '.join(exact_only)}: settings of exact evaluation, which this run does not do (it "
+                        "samples); add --exact, or drop them", exit_code=2)
     if exact:
         _check_exact(resolved, num_problems, exact_memory_mb, exact_max_candidates, log)
         if temperature <= 0:
@@ -286,13 +291,14 @@ def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_m
                  max_candidates: int | None, log: Callable[[str], None]) -> None:
     """``--exact``: every task has a finite answer set of at most ``max_candidates`` answers (default
     :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`); says how many it will teacher-force."""
-    from .exact import DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, ExactError, task_answer_set
+    from .exact import DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, MIN_EXACT_MEMORY_MB, ExactError, task_answer_set
     from .tasks import DEFAULT_PROCEDURAL_PROBLEMS, is_fixed_set
 
     limit = DEFAULT_EXACT_MAX_CANDIDATES if max_candidates is None else max_candidates
     budget = DEFAULT_EXACT_MEMORY_MB if memory_mb is None else memory_mb
     for name, value, ok, rule in [("--exact-max-candidates", limit, limit >= 1, ">= 1"),
-                                  ("--exact-memory-mb", budget, budget > 0 and math.isfinite(budget), "> 0")]:
+                                  ("--exact-memory-mb", budget, budget >= MIN_EXACT_MEMORY_MB and math.isfinite(budget),
+                                   f"at least {MIN_EXACT_MEMORY_MB:g} (MB: the candidates' batches are scored within it)")]:
         if not ok:
             raise EvalError(f"{name} must be {rule}, got {value!r}", exit_code=2)
     free_mb = available_memory_mb() if memory_mb is not None else None

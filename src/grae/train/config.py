@@ -289,8 +289,13 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"estimator: {err.args[0] if err.args else err}") from None
     if cfg.loss_agg_mode is not None and cfg.loss_agg_mode not in AGG_MODES:
         raise ConfigError(f"loss_agg_mode: unknown {cfg.loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
-    if cfg.dual_clip is not None and cfg.dual_clip <= 1:
-        raise ConfigError(f"dual_clip: must be > 1 (verl default 3.0), got {cfg.dual_clip}")
+    from grae.engines.trl.arguments import check_dual_clip, check_reward_timeout
+
+    for check, value in [(check_dual_clip, cfg.dual_clip), (check_reward_timeout, cfg.reward_timeout)]:
+        try:
+            check(value)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(str(err)) from None
     if cfg.cov_loss is not None:
         from grae.engines.trl import _cov_loss_config
 
@@ -323,8 +328,6 @@ def validate(cfg: TrainConfig) -> None:
                               "drop peft or sync_ref_model")
     if cfg.peft is not None:
         lora_config(cfg.peft)
-    if cfg.reward_timeout is not None and not cfg.reward_timeout > 0:
-        raise ConfigError(f"reward_timeout: must be > 0 seconds per sample (or null: no limit), got {cfg.reward_timeout}")
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
@@ -410,6 +413,7 @@ def validate(cfg: TrainConfig) -> None:
                           "probable token's probability (>= 1/vocabulary size) keeps that token alone, so a smaller "
                           f"one changes nothing but rounds to 0 in float32; write {MIN_TOP_P:g}")
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
+    _check_reward_weights(args.reward_weights, reward_specs(cfg))
     if args.learning_rate > MAX_LEARNING_RATE and not cfg.allow_large_learning_rate:
         raise ConfigError(f"trl.learning_rate: {args.learning_rate:g} is above {MAX_LEARNING_RATE:g}, where training "
                           "diverges or collapses (the tiny recipe trains at 2e-5); lower it, or force it with "
@@ -436,6 +440,17 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.sampling.dynamic and args.num_generations < 2:
         raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
                           "a group of one has no reward variance")
+
+
+def _check_reward_weights(weights: Any, specs: list) -> None:
+    """``trl.reward_weights`` (numbers, as :func:`check_trl` checked): one per reward function (TRL refuses another
+    count only when it builds the trainer, after the run directory is claimed and the model loaded)."""
+    if weights is None:
+        return
+    if len(weights) != len(specs):
+        raise ConfigError(f"trl.reward_weights: {len(weights)} weights for {len(specs)} reward function"
+                          f"{'s' if len(specs) != 1 else ''} (reward_funcs: {specs}); give one weight per reward "
+                          "function, in their order, or drop reward_weights (all 1)")
 
 
 def reward_specs(cfg: TrainConfig) -> list:
@@ -476,6 +491,13 @@ def lora_config(params: dict):
             value = coerce(hint, params[key], f"peft.{key}")
             if not ok(value):
                 raise ConfigError(f"peft.{key}: must be {rule}, got {value}")
+    for key in ("target_modules", "modules_to_save", "target_parameters", "exclude_modules"):
+        value = params.get(key)
+        if value is not None and not isinstance(value, str) and not (
+                isinstance(value, list) and value and all(isinstance(v, str) and v for v in value)):
+            trl_name = f" (lora_{key} in a TRL recipe)" if key != "exclude_modules" else ""
+            raise ConfigError(f"peft.{key}{trl_name}: expected module names (a list of strings, e.g. [q_proj, v_proj]) or one "
+                              f"string (a regular expression, or all-linear for target_modules), got {value!r}")
     try:
         return LoraConfig(**{"task_type": "CAUSAL_LM", **params})
     except (TypeError, ValueError) as err:
