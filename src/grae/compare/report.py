@@ -21,8 +21,12 @@ from grae.compare.machines import blocking, blocking_line
 from grae.compare.results import INVOCATIONS, JobResult, StudyResults, gather, write_summary
 from grae.compare.stats import (
     Interval,
+    difference_interval,
     holm_intervals,
+    interval_text,
     method_passk,
+    n_note,
+    p_text,
     paired_differences,
     proportion_interval,
     two_level_bootstrap,
@@ -42,10 +46,6 @@ def render(results: StudyResults, out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     return write_heldout_report(results, out) if results.study.heldout else write_training_report(results, out)
-
-
-def _fmt(iv: Interval, scale: float = 100.0) -> str:
-    return f"{scale * iv.mean:.1f} [{scale * iv.lo:.1f}, {scale * iv.hi:.1f}]"
 
 
 def write_training_report(results: StudyResults, out: Path) -> Path:
@@ -131,10 +131,10 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         "|---|" + "---|" * len(ks),
     ]
     if base:
-        lines.append("| base model | " + " | ".join(_fmt(base[k]) for k in ks) + " |")
+        lines.append("| base model | " + " | ".join(interval_text(base[k]) for k in ks) + " |")
         lines += reference_rows(results, ks)
     for m, r in per_method.items():
-        lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
+        lines.append(f"| {m} | " + " | ".join(interval_text(r[k]) for k in ks) + " |")
     if base:
         lines += large_k_lines(results, base, ks)
     lines += sections
@@ -161,8 +161,9 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
 
 
 def intervals_of(values: dict[str, np.ndarray], ks) -> dict[str, dict[int, Interval]]:
-    """``{arm: [seeds, problems, ks] differences}`` → ``{arm: {k: crossed interval}}``."""
-    return {m: dict(zip((int(k) for k in ks), two_level_bootstrap(v))) for m, v in values.items()}
+    """``{arm: [seeds, problems, ks] differences}`` → ``{arm: {k: crossed interval}}`` (at n where the cells agree
+    exactly: :func:`grae.compare.stats.difference_interval`)."""
+    return {m: dict(zip((int(k) for k in ks), difference_interval(v))) for m, v in values.items()}
 
 
 def paired_section(title: str, explanation: list[str], values: dict[str, np.ndarray], ks, holm: dict[str, dict],
@@ -180,7 +181,7 @@ def paired_section(title: str, explanation: list[str], values: dict[str, np.ndar
                   "Holm step's level, so it excludes 0 exactly where the adjusted two-sided p is below 0.05 "
                   "(grae.compare.stats.holm_intervals).", "", *header]
         lines += [f"| {m} | " + " | ".join(f"{difference(d[k])} "
-                                           f"p_holm={d[k].p_holm:.2f}" for k in ks) + " |" for m, d in adjusted.items()]
+                                           f"{p_text(d[k].p_holm, 'p_holm')}" for k in ks) + " |" for m, d in adjusted.items()]
     return lines
 
 
@@ -372,12 +373,11 @@ def difference(iv: Interval) -> str:
     """``+3.0 [-35.1, +41.1]``: a difference of two proportions in points, its interval shown inside [−100, +100]
     (the range of such a difference; at 2 seeds t_1 = 12.7 can reach past it). Only the display: p, Holm and the
     decision rules read the interval as computed."""
-    return f"{100 * iv.mean:+.1f} [{100 * max(iv.lo, -1.0):+.1f}, {100 * min(iv.hi, 1.0):+.1f}]"
+    return f"{100 * iv.mean:+.1f} [{100 * max(iv.lo, -1.0):+.1f}, {100 * min(iv.hi, 1.0):+.1f}]" + n_note(iv.n_eff)
 
 
 def difference_row(method: str, d: dict[int, Interval], ks) -> str:
-    return f"| {method} | " + " | ".join(f"{difference(d[k])} "
-                                          f"p={d[k].p_opposite:.2f}" for k in ks) + " |"
+    return f"| {method} | " + " | ".join(f"{difference(d[k])} {p_text(d[k].p_opposite)}" for k in ks) + " |"
 
 
 def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: list[str]) -> None:
