@@ -117,7 +117,11 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         sections = kind.lines(outcome, study.baseline) + sections
     first = results.jobs[study.methods[0]][study.seeds[0]].final
     n_min = min(int(c.n.min()) for by_seed in finals.values() for c in by_seed.values())
-    lines = ([rule["answer"], ""] if rule else []) + heading_lines(results)
+    from grae.compare.summary import plain_summary
+
+    heading = heading_lines(results)
+    summary = [*plain_summary(results, per_method, diffs), ""]
+    lines = ([rule["answer"], "", *summary, *heading] if rule else [*heading[:2], *summary, *heading[2:]])
     lines += budget_lines(results, [
         f"- held-out: {first.num_problems} problems × "
         + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
@@ -273,14 +277,23 @@ def heading_lines(results: StudyResults) -> list[str]:
 def per_method_budget(results: StudyResults) -> list[str]:
     """Steps, generated completions and training wall time per method (means over seeds): where methods
     spend rollouts differently (dynamic sampling), equal steps are not equal budgets."""
-    lines = ["", "| method | steps | generated completions | training wall time (s) |", "|---|---|---|---|"]
+    lines = ["", "| method | steps | generated completions | training wall time (s) | ran on (load at the end) |",
+             "|---|---|---|---|---|"]
     for method, by_seed in results.jobs.items():
         steps = [j.steps for j in by_seed.values() if j.steps is not None]
         generated = [j.generated for j in by_seed.values() if j.generated is not None]
         seconds = [j.counted_seconds for j in by_seed.values() if not math.isnan(j.counted_seconds)]
         lines.append(f"| {method} | {np.mean(steps):.1f} | " + (f"{np.mean(generated):,.0f}" if generated else "–")
-                     + f" | {np.mean(seconds):.0f} |")
-    return lines
+                     + f" | {np.mean(seconds):.0f} | {machines_cell(list(by_seed.values()))} |")
+    return lines + ["", "A wall time is the machine's and its load's as much as the method's: compare methods' "
+                    "times only where they ran on the same machine under a like load."]
+
+
+def machines_cell(jobs: list[JobResult]) -> str:
+    """What a method's jobs trained on and under: ``cpu (AMD EPYC 7B13, 1 thread), load 5.2 on 2 CPUs`` (each
+    distinct one once); ``not recorded`` for jobs from before grae recorded it."""
+    seen = list(dict.fromkeys(", ".join(filter(None, [j.device, j.load])) or "not recorded" for j in jobs))
+    return "; ".join(seen)
 
 
 def budget_lines(results: StudyResults, heldout: list[str]) -> list[str]:

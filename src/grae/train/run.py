@@ -236,7 +236,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
-               "device": device_label(trainer.args), "generated_completions": trainer.grae_generated_completions,
+               "device": device_label(trainer.args), "load": load_label(),
+               "generated_completions": trainer.grae_generated_completions,
                "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
     atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                                                       for k, v in summary.items()})
@@ -271,6 +272,17 @@ def device_label(args) -> str:
     else:
         label = device.type
     return label + (f" × {args.world_size} processes" if args.world_size > 1 else "")
+
+
+def load_label() -> str | None:
+    """The machine's load as a run's wall time ran under: ``load 5.2 on 2 CPUs`` (the 15-minute load average at
+    its end, which spans a short run and the end of a long one); None where the platform has no load average."""
+    try:
+        load = os.getloadavg()[2]
+    except (AttributeError, OSError):
+        return None
+    cpus = os.cpu_count() or 1
+    return f"load {load:.1f} on {cpus} CPU{'s' if cpus != 1 else ''}"
 
 
 def cpu_name() -> str:
