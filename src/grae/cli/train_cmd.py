@@ -355,10 +355,10 @@ def register(app: typer.Typer) -> None:
             held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n)
             table = Table(title=summary, caption=escape(held.caption()))
             table.add_column("held-out (%)")
-            for k in held.ks:
-                table.add_column(f"pass@{k}", justify="right")
             for row in held.rows:
-                table.add_row(row, *map(escape, held.cells(row)))
+                table.add_column(row, justify="right")
+            for k in held.ks:
+                table.add_row(f"pass@{k}", *map(escape, held.cells(k)))
             console.print(table)
         else:
             console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)

@@ -29,8 +29,9 @@ class HeldoutTable:
     problems: int | None = None
     n: int | None = None
 
-    def cells(self, row: str) -> list[str]:
-        return [cell(self.rows[row][k], signed=row == "change") for k in self.ks]
+    def cells(self, k: int) -> list[str]:
+        """The row of pass@k: each of :attr:`rows`' cells at ``k``."""
+        return [cell(by_k[k], signed=row == "change") for row, by_k in self.rows.items()]
 
     def caption(self) -> str:
         """What the intervals are, in one line."""
@@ -82,6 +83,6 @@ def heldout_table(out: Path, before: dict[int, float], after: dict[int, float], 
 
 def markdown(table: HeldoutTable) -> str:
     """The table as report.md shows it, its caption below."""
-    lines = ["| held-out | " + " | ".join(f"pass@{k}" for k in table.ks) + " |", "|---|" + "---:|" * len(table.ks)]
-    lines += [f"| {row} | " + " | ".join(table.cells(row)) + " |" for row in table.rows]
+    lines = ["| held-out | " + " | ".join(table.rows) + " |", "|---|" + "---:|" * len(table.rows)]
+    lines += [f"| pass@{k} | " + " | ".join(table.cells(k)) + " |" for k in table.ks]
     return "\n".join(lines) + f"\n\n{table.caption()}\n"

@@ -360,11 +360,34 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
     return dict(result.curve)
 
 
+#: seconds between the plain progress lines of a held-out evaluation whose output is not a terminal
+PLAIN_PROGRESS_EVERY_S = 30.0
+
+
 @contextlib.contextmanager
 def _progress_bar(console, label: str):
-    """``progress(done, total)`` drawing the bar ``grae eval`` draws (None without a console)."""
+    """``progress(done, total)`` drawing the bar ``grae eval`` draws at a terminal; into a pipe or a log file, a
+    plain line every :data:`PLAIN_PROGRESS_EVERY_S` seconds and at the end (no bar frame); None without a console."""
     if console is None:
         yield None
+        return
+    if not console.is_terminal:
+        from grae.eval.progress_lines import plain_progress
+
+        state: dict = {}
+
+        def update(done: int, total: int) -> None:  # the total is known at the first call
+            if "lines" not in state:
+                state["lines"] = plain_progress(label, total, lambda line: console.print(
+                    line, markup=False, highlight=False, soft_wrap=True), every_s=PLAIN_PROGRESS_EVERY_S)
+            state["lines"](done, total)
+
+        def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
+            if "lines" in state:
+                state["lines"].decoding(tokens, max_tokens, sequences)
+
+        update.decoding = decoding  # type: ignore[attr-defined]
+        yield update
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
