@@ -420,8 +420,9 @@ def invocations_line(rows: list[dict], num_jobs: int, shared_jobs_dir: bool | No
 
 
 def devices_line(jobs: list[JobResult]) -> list[str]:
-    """Budget line: what trained the jobs (each job's ``eval/summary.json``); none when no job recorded it."""
-    recorded = Counter(j.device for j in jobs if j.device is not None)
+    """Budget line: what trained the jobs and the machine's load at each one's end (each job's
+    ``eval/summary.json``); none when no job recorded it."""
+    recorded = Counter(", ".join(filter(None, [j.device, j.load])) for j in jobs if j.device is not None)
     if not recorded:
         return []
     parts = [f"{n} on {device}" for device, n in sorted(recorded.items(), key=lambda item: (-item[1], item[0]))]
