@@ -218,10 +218,9 @@ def test_report_files_a_run_and_an_eval_of_its_file_under_one_task(tmp_path):
 
 def test_the_compare_report_opens_with_three_plain_lines_and_times_carry_the_machine(tmp_path):
     pytest.importorskip("trl", reason="the train extra; `make test` installs it")
-    from test_compare_report import fill_study, write_study
-
     from grae.compare.grid import load_compare_config
     from grae.compare.report import write_compare_report
+    from test_compare_report import fill_study, write_study
 
     cfg = load_compare_config(write_study(tmp_path, [0, 1]))
     fill_study(cfg, np.random.default_rng(1))

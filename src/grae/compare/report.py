@@ -120,7 +120,7 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
     from grae.compare.summary import plain_summary
 
     heading = heading_lines(results)
-    summary = [*plain_summary(results, per_method, diffs), ""]
+    summary = [*plain_summary(results, per_method, diffs, ruled=rule is not None), ""]
     lines = ([rule["answer"], "", *summary, *heading] if rule else [*heading[:2], *summary, *heading[2:]])
     lines += budget_lines(results, [
         f"- held-out: {first.num_problems} problems × "

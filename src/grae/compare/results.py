@@ -224,7 +224,8 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
     result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
                        train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
                        generated=summary.get("generated_completions"), device=summary.get("device"),
-                       load=summary.get("load"), logged_seconds=float(sum(r.get("step_time") or 0.0 for r in rows)) if rows else None)
+                       load=summary.get("load"),
+                       logged_seconds=float(sum(r.get("step_time") or 0.0 for r in rows)) if rows else None)
     if after is not None:
         if (cfg.eval or {}).get("exact"):
             result.sampled = _counts(after)

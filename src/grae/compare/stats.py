@@ -153,9 +153,10 @@ def proportion_interval(values: np.ndarray, level: float = 0.95, *, outcomes: in
 
     inside (0, 1) for every V, ≈ mean ± t_ν·√V where √V is small against p(1 − p), and longer on the side away
     from the nearer bound. The mean is unchanged. V = 0 (every cell equal: p at 0 or 1, or seeds that agree
-    exactly on one column; or both one-way parts estimated at 0) would give [p, p]; there the interval is the binomial one at the n the mean rests on
-    (:func:`grae.eval.stats.bounds_at_n`: one-sided at 0 or 1, Wilson's inside), n = the problems P, or with one
-    problem (a column of training-batch fractions) the seeds × the 0/1 ``outcomes`` behind each seed's value.
+    exactly on one column; or both one-way parts estimated at 0) would give [p, p]; there the interval is the
+    binomial one at the n the mean rests on (:func:`grae.eval.stats.bounds_at_n`: one-sided at 0 or 1, Wilson's
+    inside), n = the problems P, or with one problem (a column of training-batch fractions) the seeds × the 0/1
+    ``outcomes`` behind each seed's value.
     Coverage on simulated studies, beside the symmetric interval's and Wilson's at the same V: docs/compare.md
     (``python bench/bench_interval_coverage.py --bounded``). Only the shown intervals of a method's own pass@k
     use it: paired differences and every decision rule keep :func:`crossed_interval`."""

@@ -9,16 +9,18 @@ from grae.compare.stats import Interval
 
 
 def plain_summary(results: StudyResults, per_method: dict[str, dict[int, Interval]],
-                  diffs: dict[str, dict[int, Interval]]) -> list[str]:
+                  diffs: dict[str, dict[int, Interval]], ruled: bool = False) -> list[str]:
     """Three lines (a markdown list) for a held-out report: the design, each arm's change in pass@1 and at the
-    largest k against the baseline with its paired interval, and what those intervals allow one to say."""
+    largest k against the baseline with its paired interval, and what those intervals allow one to say
+    (``ruled``: the study's decision rule answered on the first line, and that answer is its conclusion)."""
     study = results.study
     seeds = len(study.seeds)
     first = next(iter(per_method.values()))
     ks = sorted(first)
     problems = next((job.final.num_problems for by_seed in results.jobs.values() for job in by_seed.values()
                      if job.final is not None), 0)
-    design = (f"- **Run:** {len(results.jobs)} methods × {seeds} seed{'s' * (seeds != 1)}, each final model "
+    methods = len(results.jobs)
+    design = (f"- **Run:** {methods} method{'s' * (methods != 1)} × {seeds} seed{'s' * (seeds != 1)}, each final model "
               f"evaluated on the same {problems} held-out problems; baseline `{study.baseline}`.")
     if not diffs:
         return [design, "- **Shows:** " + "; ".join(f"{m} pass@{ks[0]} {100 * r[ks[0]].mean:.1f}"
@@ -32,7 +34,8 @@ def plain_summary(results: StudyResults, per_method: dict[str, dict[int, Interva
         changes.append(f"{method} {', '.join(parts)}")
     shows = f"- **Shows:** change against {study.baseline} in points, paired by seed and problem (95 % interval): " \
             + "; ".join(changes) + "."
-    return [design, shows, "- **Concludes:** " + conclusion(diffs, shown, seeds)]
+    rule = "the decision rule's answer (first line) is the study's conclusion; beside it, " if ruled else ""
+    return [design, shows, "- **Concludes:** " + rule + conclusion(diffs, shown, seeds)]
 
 
 def conclusion(diffs: dict[str, dict[int, Interval]], ks: list[int], seeds: int) -> str:
