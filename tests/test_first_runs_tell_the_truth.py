@@ -198,6 +198,26 @@ def test_a_run_directory_names_its_held_out_problems_task_and_sampling(tmp_path)
         read_run(_fake_run(tmp_path / "other", final=False))
 
 
+def test_eval_without_tasks_takes_a_run_directory_and_refuses_anything_else_in_one_line(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from grae.cli import eval_cmd
+
+    app = typer.Typer()
+    eval_cmd.register(app)
+    app.command("noop", hidden=True)(lambda: None)
+
+    def run(*args) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["eval", *map(str, args)])
+        return result.exit_code, " ".join(result.output.split())
+
+    code, out = run(tmp_path)
+    assert code == 2 and "--tasks is required: " in out and "not a grae train run directory" in out
+    code, out = run(_fake_run(tmp_path, final=False))
+    assert code == 2 and "has no final/ model (training has not finished)" in out and "--resume" in out
+
+
 def test_report_files_a_run_and_an_eval_of_its_file_under_one_task(tmp_path):
     from grae.eval.records import file_stem, task_label
     from grae.eval.report import write_report

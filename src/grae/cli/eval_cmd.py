@@ -122,27 +122,7 @@ def register(app: typer.Typer) -> None:
 
         console = make_console(emoji=False)
         params = _parse_params(task_param)
-        planned, run = [], None
-        if not tasks:
-            from grae.eval.run_heldout import RunHeldoutError, read_run, run_directory
-
-            found = run_directory(model)
-            if found is None:
-                error(console, "error:", f"--tasks is required: {model} is not a grae train run directory (one "
-                                         "holding run.json and config.yaml, whose held-out problems grae eval takes "
-                                         "without --tasks); give --tasks NAME,… for a model")
-                raise typer.Exit(2)
-            try:
-                run = read_run(found)
-                from grae.eval.jobs import PlannedTask
-
-                planned = [PlannedTask(run.task_name, run.task(), run.task_params)]
-            except (RunHeldoutError, KeyError, FileNotFoundError, ValueError, TypeError) as err:
-                error(console, "error:", err)
-                raise typer.Exit(2) from None
-            model = str(run.model)
-            console.print(f"grae eval {run.describe()}", markup=False, highlight=False, soft_wrap=True)
-        own = run.settings if run is not None else {}
+        model, planned, own = _run_or_model(console, model, tasks)
         n = n if n is not None else int(own.get("n", 256))
         temperature = temperature if temperature is not None else float(own.get("temperature", 0.6))
         top_p = top_p if top_p is not None else float(own.get("top_p", 0.95))
@@ -398,6 +378,32 @@ def register(app: typer.Typer) -> None:
                               soft_wrap=True)
         console.print(f"markdown: {result.markdown}\n", markup=False, highlight=False, emoji=False)
         print(result.markdown.read_text())
+
+
+def _run_or_model(console, model: str, tasks: list[str]) -> tuple[str, list, dict]:
+    """``(model, planned tasks, default settings)`` of ``grae eval MODEL``: without ``--tasks`` MODEL must be a
+    ``grae train`` run directory, whose final model is evaluated on the run's own held-out task with the run's
+    eval settings (:mod:`grae.eval.run_heldout`); with ``--tasks`` a run directory stands for its ``final/``."""
+    from grae.eval.jobs import PlannedTask
+    from grae.eval.run_heldout import RunHeldoutError, read_run, run_directory
+
+    found = run_directory(model)
+    if tasks:
+        given = Path(model).expanduser().resolve() == found.resolve() if found is not None else False
+        return (str(found / "final") if found is not None and given else model), [], {}
+    if found is None:
+        error(console, "error:", f"--tasks is required: {model} is not a grae train run directory (one holding "
+                                 "run.json and config.yaml, whose held-out problems grae eval takes without --tasks); "
+                                 "give --tasks NAME,… for a model")
+        raise typer.Exit(2)
+    try:
+        run = read_run(found)
+        planned = [PlannedTask(run.task_name, run.task(), run.task_params)]
+    except (RunHeldoutError, KeyError, FileNotFoundError, ValueError, TypeError) as err:
+        error(console, "error:", err)
+        raise typer.Exit(2) from None
+    console.print(f"grae eval {run.describe()}", markup=False, highlight=False, soft_wrap=True)
+    return str(run.model), planned, run.settings
 
 
 def _common_ks(counts) -> list[int]:

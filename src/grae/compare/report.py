@@ -52,8 +52,11 @@ def write_training_report(results: StudyResults, out: Path) -> Path:
     """``report.md`` of a training-only study (every job ran with ``eval.enabled: false`` and the study
     has no ``eval`` key): budget, training dynamics and pass@k on the training batches, no held-out table."""
     plot_dynamics(results, out / "dynamics.png")
+    from grae.compare.summary import training_summary
+
     allocation = update_allocation(results)
-    lines = heading_lines(results)
+    heading = heading_lines(results)
+    lines = [*heading[:2], *training_summary(results), "", *heading[2:]]
     lines += budget_lines(results, ["- held-out: none (training-only study: every job ran with `eval.enabled: "
                                     "false` and the study has no `eval` key; `eval: {n: N}` would evaluate every "
                                     "final model)"])

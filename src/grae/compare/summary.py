@@ -54,3 +54,20 @@ def conclusion(diffs: dict[str, dict[int, Interval]], ks: list[int], seeds: int)
                 "methods are equal\" (the interval width says how large a difference could still hide).")
     return (f"the difference excludes 0 for {', '.join(separated)} (each interval on its own; the Holm-adjusted "
             "table below accounts for comparing several arms); every other difference cannot be told from 0.")
+
+
+def training_summary(results: StudyResults) -> list[str]:
+    """The three lines of a training-only report: the design, each method's batch mean reward over training, and
+    that nothing held out was measured."""
+    from grae.compare.training import early_late
+
+    seeds, methods = len(results.study.seeds), len(results.jobs)
+    rewards = []
+    for method, by_seed in results.jobs.items():
+        early, late = early_late(list(by_seed.values()), "reward_mean")
+        rewards.append(f"{method} {early:.3f} → {late:.3f}")
+    return [f"- **Run:** {methods} method{'s' * (methods != 1)} × {seeds} seed{'s' * (seeds != 1)}, training only "
+            "(no held-out evaluation).",
+            "- **Shows:** batch mean reward, first → last 20 % of steps (mean over seeds): " + "; ".join(rewards) + ".",
+            "- **Concludes:** nothing about held-out pass@k, which was not measured: a rising training reward can be "
+            "learning or memorising the training problems."]

@@ -115,7 +115,7 @@ def training_passk_lines(results: StudyResults) -> list[str]:
     return lines + [""]
 
 
-def _early_late(jobs: Sequence[JobResult], key: str) -> tuple[float, float]:
+def early_late(jobs: Sequence[JobResult], key: str) -> tuple[float, float]:
     early, late = [], []
     for job in jobs:
         vals = [v for v in job.series(key) if v is not None]
@@ -135,7 +135,7 @@ def dynamics_lines(results: StudyResults, allocation: dict[str, dict[str, list[f
     for m, by_seed in results.jobs.items():
         cells = []
         for key, _ in DYNAMICS[:4]:
-            early, late = _early_late(list(by_seed.values()), key)
+            early, late = early_late(list(by_seed.values()), key)
             cells.append(f"{early:.3f} → {late:.3f}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "![dynamics](dynamics.png)", ""]
