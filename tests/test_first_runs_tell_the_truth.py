@@ -192,7 +192,8 @@ def test_a_run_directory_names_its_held_out_problems_task_and_sampling(tmp_path)
     held = read_run(run)
     assert (held.model, held.task_name, held.task_params) == (run / "final", "local:data/mygsm.jsonl",
                                                               {"answer_extraction": "last_number"})
-    assert held.settings == {"n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 8, "seed": 1234, "num_problems": 6}
+    assert held.settings == {"n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 8, "seed": 1234, "num_problems": 6,
+                             "batch_size": 512}
     assert model_label(str(run / "final")) == "mygsm"  # figures and the default output are named by the run
     with pytest.raises(RunHeldoutError, match="has no final/ model .*--resume"):
         read_run(_fake_run(tmp_path / "other", final=False))
@@ -292,5 +293,10 @@ def test_own_file_train_then_eval_run_dir_then_report_on_the_tiny_model(tmp_path
     (ours,) = json.loads((tmp_path / "eval" / "mygsm" / "summary.json").read_text())["tasks"].values()
     assert ours["task"] == "local:mygsm.jsonl" and ours["num_problems"] == 6 and ours["n"] == 4
     assert {int(k): v for k, v in ours["pass_at_k"].items()} == {int(k): v for k, v in summary["after"].items()}
+    from grae.train.heldout_table import heldout_table  # and the same intervals as the run's own table
+
+    table = heldout_table(tmp_path / "runs" / "mygsm", {int(k): v for k, v in summary["before"].items()},
+                          {int(k): v for k, v in summary["after"].items()}, 4, seed=1234)
+    assert {int(k): v for k, v in ours["ci95"].items()} == {k: [e.lo, e.hi] for k, e in table.rows["trained"].items()}
     reported = grae("report", "runs/mygsm", "eval/mygsm", "--output", "report")
     assert "## mygsm" in reported and "6 problems, the same in every input" in reported

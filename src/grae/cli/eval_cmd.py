@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         output: Path | None = typer.Option(None, "--output", "-o", help="Output directory \\[default: eval/<model>]."),
         batch_size: int | None = typer.Option(None, "--batch-size",
                                               help="Sequences per generate call \\[default: vllm 8192; hf 64 on a GPU or for a "
-                                                   "model of <= 20M parameters on a CPU, else 8]."),
+                                                   "model of <= 20M parameters on a CPU, else 8; a run: its eval.batch_size]."),
         seed: int | None = typer.Option(None, help="Base seed; each generate call is seeded from (seed, question_id, "
                                                    "batch) \\[default: 0; a run: its eval.seed]."),
         backend: str = typer.Option("auto", help="auto (vLLM if installed and a CUDA GPU is present, else hf), hf, vllm."),
@@ -129,6 +129,7 @@ def register(app: typer.Typer) -> None:
         max_tokens = max_tokens if max_tokens is not None else own.get("max_tokens")
         num_problems = num_problems if num_problems is not None else own.get("num_problems")
         seed = seed if seed is not None else int(own.get("seed", 0))
+        batch_size = batch_size if batch_size is not None else own.get("batch_size")
         if output is not None:
             check_writable(console, output, "--output")
         vllm_options = {key: value for key, value in [("tensor_parallel_size", tensor_parallel_size),

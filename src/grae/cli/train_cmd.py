@@ -352,7 +352,7 @@ def register(app: typer.Typer) -> None:
         if result.before:
             from grae.train.heldout_table import heldout_table
 
-            held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n)
+            held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n, cfg.eval.seed)
             table = Table(title=summary, caption=escape(held.caption()))
             table.add_column("held-out (%)")
             for row in held.rows:

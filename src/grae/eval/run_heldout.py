@@ -18,8 +18,9 @@ class RunHeldoutError(ValueError):
     """A run directory whose held-out problems cannot be evaluated (no final model, no readable config)."""
 
 
-#: the ``eval`` keys of a run's config that ``grae eval`` takes as its own defaults
-EVAL_DEFAULTS = ("n", "temperature", "top_p", "max_tokens", "seed", "num_problems")
+#: the ``eval`` keys of a run's config that ``grae eval`` takes as its own defaults (the batch size too: each
+#: generate call is seeded from its first problem, so the same calls draw the same samples as the run's)
+EVAL_DEFAULTS = ("n", "temperature", "top_p", "max_tokens", "seed", "num_problems", "batch_size")
 
 
 @dataclass

@@ -54,9 +54,12 @@ def cell(estimate: Estimate, signed: bool = False) -> str:
     return interval + (f" (n={estimate.n_eff})" if estimate.n_eff is not None else "")
 
 
-def heldout_table(out: Path, before: dict[int, float], after: dict[int, float], n: int | None) -> HeldoutTable:
+def heldout_table(out: Path, before: dict[int, float], after: dict[int, float], n: int | None,
+                  seed: int = 0) -> HeldoutTable:
     """The table of the run in ``out``: from its held-out rows when both files are there (``n`` samples a
-    problem), else from the pass@k values alone. ``after`` may be empty (a base-only table)."""
+    problem), else from the pass@k values alone. ``after`` may be empty (a base-only table). ``seed``: the
+    bootstrap's, the run's ``eval.seed`` as ``grae eval`` takes its sampling seed, so ``grae eval RUN_DIR``
+    prints the same intervals for the same rows."""
     from grae.eval.records import RecordsError, iter_rows
     from grae.eval.stats import count_problems, paired_difference, passk_estimates
 
@@ -72,9 +75,9 @@ def heldout_table(out: Path, before: dict[int, float], after: dict[int, float], 
         if "base" not in counts or (after and "trained" not in counts):
             return HeldoutTable(ks, rows)
         for name, c in counts.items():
-            rows[name] = passk_estimates(c, ks, bootstrap=BOOTSTRAP)
+            rows[name] = passk_estimates(c, ks, bootstrap=BOOTSTRAP, seed=seed)
         if after:
-            rows["change"] = paired_difference(counts["base"], counts["trained"], ks, bootstrap=BOOTSTRAP)[0]
+            rows["change"] = paired_difference(counts["base"], counts["trained"], ks, bootstrap=BOOTSTRAP, seed=seed)[0]
     except (OSError, RecordsError, ValueError):  # rows that cannot be read: the values the run printed
         return HeldoutTable(ks, rows)
     base = counts["base"]

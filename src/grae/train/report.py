@@ -126,7 +126,7 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
     from grae.train.heldout_table import heldout_table, markdown
 
     curves = {"base": before, f"after {cfg.estimator}": after} if before else {}
-    held = heldout_table(out, before, after, cfg.eval.n) if before else None
+    held = heldout_table(out, before, after, cfg.eval.n, cfg.eval.seed) if before else None
     if curves and held is not None:
         bands = {label: {k: (e.lo, e.hi) for k, e in held.rows[row].items() if e.lo == e.lo}
                  for label, row in zip(curves, ("base", "trained")) if row in held.rows}
