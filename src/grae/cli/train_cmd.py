@@ -386,15 +386,15 @@ def register(app: typer.Typer) -> None:
 
         summary = escape(f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s")
         if result.before:
-            table = Table(title=summary)
-            table.add_column("held-out")
-            ks = sorted(result.before)
-            for k in ks:
-                table.add_column(f"pass@{k}", justify="right")
-            table.add_row("base", *[f"{100 * result.before[k]:.1f}" for k in ks])
-            if result.after:
-                table.add_row("trained", *[f"{100 * result.after[k]:.1f}" for k in ks])
-                table.add_row("change", *[f"{100 * (result.after[k] - result.before[k]):+.1f}" for k in ks])
+            from grae.train.heldout_table import heldout_table
+
+            held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n, cfg.eval.seed)
+            table = Table(title=summary, caption=escape(held.caption()))
+            table.add_column("held-out (%)")
+            for row in held.rows:
+                table.add_column(row, justify="right")
+            for k in held.ks:
+                table.add_row(f"pass@{k}", *map(escape, held.cells(k)))
             console.print(table)
         else:
             console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)

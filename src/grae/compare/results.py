@@ -100,6 +100,8 @@ class JobResult:
     #: what trained it (``eval/summary.json``'s ``device``, grae.train.run.device_label); None for a job
     #: trained before grae recorded it
     device: str | None = None
+    #: the machine's load its wall time ran under (``eval/summary.json``'s ``load``, grae.train.run.load_label)
+    load: str | None = None
     #: the summed ``step_time`` of every logged step (``metrics.jsonl``: each process's steps); None in tables
     #: from before issue 45
     logged_seconds: float | None = None
@@ -286,6 +288,7 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
     result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
                        train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
                        generated=summary.get("generated_completions"), device=summary.get("device"),
+                       load=summary.get("load"),
                        logged_seconds=float(sum(r.get("step_time") or 0.0 for r in rows)) if rows else None)
     if after is not None:
         if (cfg.eval or {}).get("exact"):
@@ -423,7 +426,7 @@ def to_json(results: StudyResults) -> dict[str, Any]:
         "problems": problems,
         "jobs": {m: {str(s): {"final": counts(j.final), "sampled": counts(j.sampled), "train_seconds": j.train_seconds,
                               "steps": j.steps, "generated": j.generated, "memorisation": j.memorisation,
-                              "metrics": j.metrics, "device": j.device,
+                              "metrics": j.metrics, "device": j.device, **({"load": j.load} if j.load else {}),
                               **({"logged_seconds": j.logged_seconds} if j.logged_seconds is not None else {})}
                           for s, j in by_seed.items()}
                  for m, by_seed in results.jobs.items()},
@@ -475,7 +478,7 @@ def _from_checked_json(data: dict[str, Any]) -> StudyResults:
                                   steps=number(j["steps"], f"results.jobs.{m}.{s}.steps", optional=True),
                                   generated=number(j["generated"], f"results.jobs.{m}.{s}.generated", optional=True),
                                   sampled=counts(j["sampled"], f"results.jobs.{m}.{s}.sampled"),
-                                  memorisation=j["memorisation"], device=j.get("device"),
+                                  memorisation=j["memorisation"], device=j.get("device"), load=j.get("load"),
                                   logged_seconds=number(j.get("logged_seconds"), f"results.jobs.{m}.{s}.logged_seconds",
                                                         optional=True))
                  for s, j in by_seed.items()}

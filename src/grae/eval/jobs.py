@@ -49,12 +49,16 @@ class EvalError(Exception):
 
 
 def model_label(model: str) -> str:
-    """The default label of ``model``: ``tiny``, a local directory's name, or the hub id with ``/`` → ``__``."""
+    """The default label of ``model``: ``tiny``, a local directory's name (a ``grae train`` run's ``final/``: the
+    run's name, not ``final``), or the hub id with ``/`` → ``__``."""
+    from .run_heldout import run_directory
+
     path = Path(model).expanduser()
     if model == "tiny":
         return "tiny"
     if path.exists():
-        return path.resolve().name
+        run = run_directory(path)
+        return (run or path).resolve().name
     return model.replace("/", "__")
 
 
@@ -187,9 +191,12 @@ def plan_tasks(
     exact: bool = False,
     exact_memory_mb: float | None = None,
     exact_max_candidates: int | None = None,
+    planned: Sequence[PlannedTask] = (),
 ) -> EvalPlan:
     """Check the settings, resolve the tasks and clear the way in the output directory (see
-    :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
+    :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses.
+    ``planned``: tasks already built (a train run's own task, :mod:`grae.eval.run_heldout`), evaluated after
+    those of ``tasks``."""
     from .backends import default_batch_size, select_backend
     from .identity import model_identity
     from .tasks import model_task_params, resolve_task, split_task_list
@@ -212,6 +219,7 @@ def plan_tasks(
                 log(f"{entry} with {source} settings {entry_params} (override with --task-param)")
             resolved.append(PlannedTask(entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params),
                                         entry_params))
+        resolved += list(planned)
     except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
         raise EvalError(err, exit_code=2) from err
     except (TypeError, AssertionError) as err:  # a task's own constructor refused --task-param (reasoning-gym asserts)
@@ -502,13 +510,15 @@ def evaluate_tasks(
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
     vllm_options: dict[str, Any] | None = None,
     confirm: Callable[[CostEstimate], None] | None = None,
+    planned: Sequence[PlannedTask] = (),
 ) -> TasksResult:
     """Evaluate ``model`` on ``tasks`` (``grae eval``; entries as in :mod:`grae.eval.tasks`) into ``output``
     [default: ``eval/<label>``] and return the results per task.
 
     Args:
         model: a local directory, a preset (``tiny``, ``smollm2``) or a hub id.
-        tasks: ``--tasks`` entries (each may be comma-separated).
+        tasks: ``--tasks`` entries (each may be comma-separated); ``planned``: tasks already built (a train
+            run's own, :mod:`grae.eval.run_heldout`), evaluated after them.
         n, temperature, top_p, max_tokens, seed: sampling (``max_tokens`` None: the task's default).
         num_problems: first N held-out problems (None: all of a dataset, 100 of a procedural task).
         batch_size: sequences per generate call (None: :func:`grae.eval.backends.default_batch_size`).
@@ -535,7 +545,8 @@ def evaluate_tasks(
     plan = plan_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                       num_problems=num_problems, output=output, batch_size=batch_size, seed=seed, backend=backend,
                       prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log,
-                      exact=exact, exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates)
+                      exact=exact, exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates,
+                      planned=planned)
     if on_start is not None:
         on_start(plan)
     return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task,

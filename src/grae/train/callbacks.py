@@ -278,20 +278,26 @@ class RichProgress(TrainerCallback):
             TextColumn("{task.fields[stats]}"), console=console, transient=False,
         )
         self.task = None
+        #: this process speaks (the main one of a multi-process run)
+        self.main = False
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            self.progress.start()
-            self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step, stats="")
+            self.main = True
+            if self.progress.console.is_terminal:  # a log file or a pipe gets plain lines only: no bar frame
+                self.progress.start()
+                self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step,
+                                                   stats="")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.task is None or not logs or "reward" not in logs:
+        if not self.main or not logs or "reward" not in logs:
             return
         stats = " ".join(f"{label}={logs[key]:.3f}" for label, key in
                          [("reward", "reward"), ("ω", "grae/omega"), ("ACR", "grae/acr"), ("H", "entropy")]
                          if isinstance(logs.get(key), (int, float))) + progress_mark(logs)
-        self.progress.update(self.task, completed=state.global_step, stats=stats)
-        if not self.progress.console.is_terminal:  # a log file or a pipe: a plain line per logged step
+        if self.task is not None:
+            self.progress.update(self.task, completed=state.global_step, stats=stats)
+        else:  # a log file or a pipe: a plain line per logged step
             self.progress.console.print(f"train step {state.global_step}/{state.max_steps} {stats}", markup=False,
                                         highlight=False)
 

@@ -243,7 +243,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
-               "device": device_label(trainer.args), "generated_completions": trainer.grae_generated_completions,
+               "device": device_label(trainer.args), "load": load_label(),
+               "generated_completions": trainer.grae_generated_completions,
                "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
     atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                                                       for k, v in summary.items()})
@@ -299,6 +300,17 @@ def device_label(args) -> str:
     else:
         label = device.type
     return label + (f" × {args.world_size} processes" if args.world_size > 1 else "")
+
+
+def load_label() -> str | None:
+    """The machine's load as a run's wall time ran under: ``load 5.2 on 2 CPUs`` (the 15-minute load average at
+    its end, which spans a short run and the end of a long one); None where the platform has no load average."""
+    try:
+        load = os.getloadavg()[2]
+    except (AttributeError, OSError):
+        return None
+    cpus = os.cpu_count() or 1
+    return f"load {load:.1f} on {cpus} CPU{'s' if cpus != 1 else ''}"
 
 
 def cpu_name() -> str:
@@ -376,11 +388,34 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
     return dict(result.curve)
 
 
+#: seconds between the plain progress lines of a held-out evaluation whose output is not a terminal
+PLAIN_PROGRESS_EVERY_S = 30.0
+
+
 @contextlib.contextmanager
 def _progress_bar(console, label: str):
-    """``progress(done, total)`` drawing the bar ``grae eval`` draws (None without a console)."""
+    """``progress(done, total)`` drawing the bar ``grae eval`` draws at a terminal; into a pipe or a log file, a
+    plain line every :data:`PLAIN_PROGRESS_EVERY_S` seconds and at the end (no bar frame); None without a console."""
     if console is None:
         yield None
+        return
+    if not console.is_terminal:
+        from grae.eval.progress_lines import plain_progress
+
+        state: dict = {}
+
+        def update(done: int, total: int) -> None:  # the total is known at the first call
+            if "lines" not in state:
+                state["lines"] = plain_progress(label, total, lambda line: console.print(
+                    line, markup=False, highlight=False, soft_wrap=True), every_s=PLAIN_PROGRESS_EVERY_S)
+            state["lines"](done, total)
+
+        def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
+            if "lines" in state:
+                state["lines"].decoding(tokens, max_tokens, sequences)
+
+        update.decoding = decoding  # type: ignore[attr-defined]
+        yield update
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
