@@ -101,7 +101,8 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace rows in the output directory that another "
                                        "model (other weights) or other sampling settings produced."),
         exact: bool = typer.Option(False, "--exact", help="Exact pass@k: teacher-force every answer of the task's "
-                                   "finite answer set (no sampling); --n is then the largest k. Also prints the "
+                                   "finite answer set (no sampling), or a one-gold task's gold completion (chain_trace); "
+                                   "--n is then the largest k. With an answer set, also prints the "
                                    "format-only oracle and the near-miss guesser."),
         exact_memory_mb: float | None = typer.Option(None, "--exact-memory-mb",
                                                      help="--exact: memory the candidates' batches may take, in MB; they "
@@ -120,6 +121,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from grae.eval.backends import NonFiniteLogitsError
+        from grae.eval.exact import BY_GOLD
         from grae.eval.jobs import EvalError, evaluate_tasks
         from grae.eval.records import file_stem
 
@@ -186,7 +188,8 @@ def register(app: typer.Typer) -> None:
         def finished(name: str, result, summary: dict) -> None:
             rate = summary["samples_per_second"]
             if summary.get("exact"):
-                console.print(f"{escape(name)}: {result.counts.num_problems} problems, exact (every answer teacher-forced)"
+                what = "the gold completion" if summary.get("exact_by") == BY_GOLD else "every answer"
+                console.print(f"{escape(name)}: {result.counts.num_problems} problems, exact ({what} teacher-forced)"
                               f" in {result.seconds:.1f} s")
                 return
             console.print(f"{escape(name)}: {result.counts.num_problems} problems × {n}; {result.num_generated} new samples"
@@ -245,7 +248,11 @@ def register(app: typer.Typer) -> None:
             table.add_row(str(k), *cells)
         console.print(table)
         for name, summary in done.summaries.items():
-            if summary.get("exact"):
+            if summary.get("exact_by") == BY_GOLD:
+                console.print(f"{escape(name)}: exact p is the teacher-forced probability of each problem's gold "
+                              "completion; the verifier may accept other texts too, so it is a lower bound of the "
+                              "sampled pass rate (no format-only oracle or near-miss guesser for a one-gold task)")
+            elif summary.get("exact"):
                 console.print(f"{escape(name)}: enumerated mass per problem {_pct(summary['mass_mean'])}% on average "
                               f"(min {_pct(summary['mass_min'])}%); the rest lies outside the answer format")
                 refs = Table(title=escape(f"reference policies (exact) — {name}"))

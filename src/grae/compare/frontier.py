@@ -15,7 +15,8 @@ rotating checkpoints would delete them). After a job trains, :func:`evaluate_fro
 snapshot (and ``final/`` for 100 %) on the job's held-out problems into ``eval/frontier/step-N.jsonl``
 — rows of the same format as ``eval/after.jsonl``, so ``grae passk`` reads them. ``frontier_eval:``
 (``{num_problems, n, exact}``) makes these evaluations cheaper than the job's own, or exact (answer
-enumeration, :func:`grae.eval.runner.evaluate_exact`; ``n`` is then the largest k). The study key
+enumeration, or a one-gold task's teacher-forced gold completion: :func:`grae.eval.runner.evaluate_exact`; ``n`` is
+then the largest k). The study key
 ``eval:`` (:class:`grae.compare.grid.CompareConfig`) evaluates 100 % the same way and makes the whole
 report read these rows. Each step's ``step-N.curve.json`` records the settings it was evaluated with
 (a step evaluated with other settings is evaluated again) and its per-problem counts (for exact

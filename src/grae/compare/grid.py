@@ -278,7 +278,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         raise ConfigError("eval and frontier_eval: choose one (eval's settings apply to the frontier's checkpoints too)")
     if cfg.eval is not None and not cfg.eval:
         raise ConfigError("eval: {} changes nothing; give {exact: true} and/or {num_problems: N, n: N}, or remove it")
-    if cfg.eval and cfg.eval.get("exact"):
+    if (cfg.evaluation() or {}).get("exact"):
         _check_enumerable(cfg)
     evaluated = {}
     for job in cfg.jobs():
@@ -467,16 +467,29 @@ def _frontier_eval(value, key: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-def _check_enumerable(cfg: CompareConfig) -> None:
-    """``eval.exact`` needs a task with a finite answer set (grae.eval.exact); one line naming the field otherwise."""
+def study_exact_by(cfg: CompareConfig) -> str:
+    """How the study's task is evaluated exactly (:func:`grae.eval.exact.exact_by`: an answer set enumerated, or a
+    one-gold task's gold completion teacher-forced); ConfigError naming the field when neither applies."""
     from grae.data import get_task
-    from grae.eval.exact import ExactError, task_answer_set
+    from grae.eval.exact import ExactError, exact_by
 
+    key = "eval.exact" if cfg.eval else "frontier_eval.exact"
     config = cfg.train_config(cfg.jobs()[0])
     try:
-        task_answer_set(get_task(config.task.name, **config.task.params))
+        return exact_by(get_task(config.task.name, **config.task.params))
     except ExactError as err:
-        raise ConfigError(f"eval.exact: {err}; drop eval.exact to evaluate by sampling") from None
+        raise ConfigError(f"{key}: {err}; drop {key} to evaluate by sampling") from None
+
+
+def _check_enumerable(cfg: CompareConfig) -> None:
+    """``eval.exact`` (or ``frontier_eval.exact``) needs a task with a finite answer set or one gold completion
+    (:func:`study_exact_by`); the format-only oracle exists only for an answer set; one line naming the field
+    otherwise."""
+    from grae.eval.exact import BY_GOLD
+
+    if study_exact_by(cfg) == BY_GOLD and "oracle" in cfg.paired_against:
+        raise ConfigError("paired_against: oracle: the task's exact p teacher-forces its one gold completion, so there "
+                          "is no answer format to renormalise to (p / mass = 1); remove oracle")
     for job in cfg.jobs():  # exact pass@k is over the sampling distribution: greedy decoding has none
         temperature = cfg.train_config(job).eval.temperature
         if temperature <= 0:

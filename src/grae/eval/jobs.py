@@ -298,8 +298,10 @@ def _one_entry_per_name(resolved: list[PlannedTask]) -> list[PlannedTask]:
 def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_mb: float | None,
                  max_candidates: int | None, log: Callable[[str], None]) -> None:
     """``--exact``: every task has a finite answer set of at most ``max_candidates`` answers (default
-    :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`); says how many it will teacher-force."""
-    from .exact import DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, MIN_EXACT_MEMORY_MB, ExactError, task_answer_set
+    :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`) or one gold completion (:func:`grae.eval.exact.exact_by`);
+    says what it will teacher-force."""
+    from .exact import (BY_GOLD, DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, MIN_EXACT_MEMORY_MB, ExactError,
+                        exact_by, task_answer_set)
     from .tasks import DEFAULT_PROCEDURAL_PROBLEMS, is_fixed_set
 
     limit = DEFAULT_EXACT_MAX_CANDIDATES if max_candidates is None else max_candidates
@@ -315,11 +317,16 @@ def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_m
                         f"{' on the GPU' if _on_gpu() else ''}); give at most that (default {DEFAULT_EXACT_MEMORY_MB:g})",
                         exit_code=2)
     for planned in resolved:
+        problems = num_problems or (None if is_fixed_set(planned.task) else DEFAULT_PROCEDURAL_PROBLEMS)
         try:
-            count = len(task_answer_set(planned.task))
+            by = exact_by(planned.task)
         except ExactError as err:
             raise EvalError(f"--exact: {err}", exit_code=2) from None
-        problems = num_problems or (None if is_fixed_set(planned.task) else DEFAULT_PROCEDURAL_PROBLEMS)
+        if by == BY_GOLD:
+            log(f"{planned.name}: exact, each problem's gold completion teacher-forced"
+                + (f" ({problems} problem{'s' * (problems != 1)})" if problems else ""))
+            continue
+        count = len(task_answer_set(planned.task))
         times = (f" × {problems} problem{'s' * (problems != 1)} = {count * problems:,} sequences" if problems
                  else " per problem")
         if count > limit:
@@ -469,15 +476,20 @@ def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: lis
 
 
 def _exact_summary(result: EvalResult) -> dict[str, Any]:
-    """The exact-only part of a summary: enumerated mass and the reference policies' pass@k."""
+    """The exact-only part of a summary: how p was computed (``exact_by``) and, enumerating an answer set, the
+    enumerated mass and the reference policies' pass@k (a one-gold task has neither)."""
     from grae.eval.records import read_rows
 
-    from .exact import NEAR_MISS_W, reference_table
+    from .exact import BY_ANSWER_SET, BY_GOLD, NEAR_MISS_W, reference_table
 
     counts = result.counts
+    rows = read_rows(result.output_path) if result.output_path else result.rows
+    if any(row.get("exact_by") == BY_GOLD for row in rows or []):
+        return {"exact": True, "exact_by": BY_GOLD}
     ks = sorted({1, 16, 64, 256} & set(result.curve) | {max(result.curve)})
-    table = reference_table(counts, read_rows(result.output_path) if result.output_path else None, ks)
-    return {"exact": True, "mass_mean": float(counts.mass.mean()), "mass_min": float(counts.mass.min()),
+    table = reference_table(counts, rows, ks)
+    return {"exact": True, "exact_by": BY_ANSWER_SET, "mass_mean": float(counts.mass.mean()),
+            "mass_min": float(counts.mass.min()),
             "near_miss_w": NEAR_MISS_W,
             "references": {name: {str(k): v for k, v in row.items()} for name, row in table.items()}}
 

@@ -442,10 +442,11 @@ def evaluate_exact(
     memory_mb: float | None = None,
     estimate: Callable[[float], None] | None = None,
 ) -> EvalResult:
-    """Exact pass@k of ``examples`` by answer enumeration (:mod:`grae.eval.exact`), recorded like sampled
-    rows: ``settings`` (with ``temperature``, ``top_p``, ``max_tokens``; ``"exact": True`` is added) go to
-    the rows' sidecar, so sampled rows on disk are never mistaken for exact ones. The one code path of
-    ``grae eval --exact`` and of the held-out evaluations of ``grae train``/``grae compare`` with exact.
+    """Exact pass@k of ``examples`` (:mod:`grae.eval.exact`: answer enumeration, or for a one-gold task such as
+    ``chain_trace`` its gold completion teacher-forced, chosen by task), recorded like sampled rows:
+    ``settings`` (with ``temperature``, ``top_p``, ``max_tokens``; ``"exact": True`` is added) go to the rows'
+    sidecar, so sampled rows on disk are never mistaken for exact ones. The one code path of ``grae eval --exact``
+    and of the held-out evaluations of ``grae train``/``grae compare`` with exact.
 
     Exact rows are recomputed whole (seconds), never resumed. ``render``: prompt → model text (default:
     the tokenizer's chat template for message lists, strings as they are). pass@k for k = 1, 2, 4, …, ``k_max``.

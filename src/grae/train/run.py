@@ -363,8 +363,9 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
     """Held-out pass@k of ``model`` (named by ``identity``) with ``cfg.eval``'s settings, resumable into
     ``path``. Rows there from other weights or settings (an extended run's old step) are replaced.
 
-    ``exact``: exact pass@k by answer enumeration (:func:`grae.eval.runner.evaluate_exact`, the code path
-    of ``grae eval --exact``) instead of ``cfg.eval.n`` samples; ``n`` is then the largest k reported."""
+    ``exact``: exact pass@k by answer enumeration or a one-gold task's teacher-forced gold completion
+    (:func:`grae.eval.runner.evaluate_exact`, the code path of ``grae eval --exact``) instead of
+    ``cfg.eval.n`` samples; ``n`` is then the largest k reported."""
     from grae.eval import evaluate
     from grae.eval.runner import discard_rows, evaluate_exact, stale_reason
 

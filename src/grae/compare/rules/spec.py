@@ -79,9 +79,16 @@ def check_keeps(spec: dict[str, Any], cfg: CompareConfig) -> None:
     if spec["k"] > n:
         raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
                           "raise eval.n")
-    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
-        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
-                          "exact rows; add eval: {exact: true}")
+    if "baseline_pass1_margin_vs_oracle" in spec:
+        from grae.compare.grid import study_exact_by  # grid imports this module
+        from grae.eval.exact import BY_GOLD
+
+        if not (cfg.eval or {}).get("exact"):
+            raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the "
+                              "base's exact rows; add eval: {exact: true}")
+        if study_exact_by(cfg) == BY_GOLD:
+            raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the task's exact p teacher-forces its "
+                              "one gold completion, so it has no format-only oracle; remove the key")
     if spec.get("frontier_test") == "point" and spec.get("frontier_margin", 0) != 0:
         raise ConfigError("rule.keeps_passk.frontier_margin: the point test compares the point with 0; give "
                           "frontier_test: interval to use a margin, or remove frontier_margin")
