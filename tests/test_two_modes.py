@@ -146,7 +146,7 @@ def direct_logp(model, tokenizer, prompt: str, completion: str, temperature: flo
 def test_exact_p_is_the_sum_of_both_gold_completions_probabilities(tiny, temperature):
     """gold_probs (batched, right-padded, the two golds in different batches) equals π(" L …") + π(" G …") computed
     one sequence at a time; the one-strategy task's p is the bare trace's alone."""
-    from grae.eval.gold import gold_probs
+    from grae.eval.gold import gold_prob_parts, gold_probs
 
     model, tok = tiny
     task = get_task("chain_trace", **PARAMS)
@@ -157,6 +157,9 @@ def test_exact_p_is_the_sum_of_both_gold_completions_probabilities(tiny, tempera
     assert (parts > 0).all() and (parts[:, 1] > 1e-3 * parts[:, 0]).any()  # both terms count somewhere
     # p spans orders of magnitude across problems: compare log p, to 1e-4 of p each (dropping G moves some > 1e-3)
     assert_close_scaled(np.log(p), np.log(parts.sum(axis=1)), rel=1e-4, scale=1.0)  # tol: float32 logits, 2 batchings
+    terms = gold_prob_parts(model, tok, examples, task, temperature=temperature, batch=4)  # [P, 2]: L, G
+    assert terms.shape == (7, 2)
+    assert_close_scaled(np.log(terms), np.log(parts), rel=1e-4, scale=1.0)  # tol: as above
     plain = get_task("chain_trace", **{**PARAMS, "strategies": "left"})
     bare = [direct_logp(model, tok, e["prompt"], " " + " ".join(e["answer"].split()[1:]), temperature)
             for e in examples]

@@ -18,8 +18,9 @@ lists them (``Task.gold_completions``); they are distinct texts ending in EOS, s
 (another tokenisation, text after the first line); ``p`` counts only the canonical completions, so it is a lower
 bound of the sampled pass rate by that outside mass (``grae eval --exact`` prints it).
 
-:func:`gold_probs` is the one implementation: ``grae data band --exact``, the temperature frontier
-(:mod:`grae.compare.temperature_frontier`) and ``studies/gate_v2.py`` call it.
+:func:`gold_probs` is the one implementation (:func:`gold_prob_parts` its terms, one per gold completion):
+``grae data band --exact``, the temperature frontier (:mod:`grae.compare.temperature_frontier`) and
+``studies/gate_v2.py`` call it.
 """
 
 from __future__ import annotations
@@ -80,10 +81,20 @@ def gold_probs(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, 
                top_p: float = 1.0, max_tokens: int | None = None, batch: int = GOLD_BATCH,
                render: Callable[[Any], str] | None = None) -> np.ndarray:
     """``[P]`` probability that one sample of ``model`` at ``temperature`` / ``top_p`` is a gold completion of
-    each example, + EOS, teacher-forced: the sum over its :func:`gold_completions` (module docstring). ``max_tokens``:
-    a gold completion longer than the sampler's budget has p = 0. ``batch``: completions per forward. ``render``:
-    prompt → model text (default: the chat template for message lists, strings as they are), as the evaluations
-    render it."""
+    each example, + EOS, teacher-forced: the sum over its :func:`gold_completions` (module docstring; the terms are
+    :func:`gold_prob_parts`). ``max_tokens``: a gold completion longer than the sampler's budget has p = 0.
+    ``batch``: completions per forward. ``render``: prompt → model text (default: the chat template for message
+    lists, strings as they are), as the evaluations render it."""
+    return gold_prob_parts(model, tokenizer, examples, task, temperature=temperature, top_p=top_p,
+                           max_tokens=max_tokens, batch=batch, render=render).sum(axis=1)
+
+
+def gold_prob_parts(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *, temperature: float = 1.0,
+                    top_p: float = 1.0, max_tokens: int | None = None, batch: int = GOLD_BATCH,
+                    render: Callable[[Any], str] | None = None) -> np.ndarray:
+    """``[P, J]``: the teacher-forced probability of each example's gold completions + EOS, in the order of
+    :func:`gold_completions` (J the most any example has; 0 past an example's own). For ``chain_trace`` with
+    ``strategies="two"`` column 0 is the ``L`` trace and column 1 the ``G`` trace. Arguments as :func:`gold_probs`."""
     check_gold_task(task)
     if not temperature > 0:
         raise GoldExactError(f"temperature must be > 0 (greedy decoding has no sampling distribution), got {temperature}")
@@ -91,9 +102,9 @@ def gold_probs(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, 
     from .backends import _render_with
 
     render = render or (lambda prompt: _render_with(tokenizer, prompt))
-    owner = np.array([i for i, completions in enumerate(golds) for _ in completions], dtype=np.int64)
-    prompts = [render(examples[i]["prompt"]) for i in owner]
-    completions = [c for cs in golds for c in cs]
+    cells = [(i, j) for i, completions in enumerate(golds) for j in range(len(completions))]
+    prompts = [render(examples[i]["prompt"]) for i, _ in cells]
+    completions = [golds[i][j] for i, j in cells]
     was_training = getattr(model, "training", False)
     model.eval()
     try:
@@ -102,7 +113,11 @@ def gold_probs(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, 
                 for start in range(0, len(completions), batch)]
     finally:
         model.train(was_training)
-    return np.bincount(owner, weights=np.exp(np.concatenate(logp)), minlength=len(examples)) if logp else np.zeros(0)
+    out = np.zeros((len(examples), max((len(c) for c in golds), default=0)))
+    if cells:
+        rows, cols = zip(*cells)
+        out[list(rows), list(cols)] = np.exp(np.concatenate(logp))
+    return out
 
 
 def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], temperature: float, top_p: float,
