@@ -300,8 +300,15 @@ def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_m
     """``--exact``: every task has a finite answer set of at most ``max_candidates`` answers (default
     :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`) or one gold completion (:func:`grae.eval.exact.exact_by`);
     says what it will teacher-force."""
-    from .exact import (BY_GOLD, DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, MIN_EXACT_MEMORY_MB, ExactError,
-                        exact_by, task_answer_set)
+    from .exact import (
+        BY_GOLD,
+        DEFAULT_EXACT_MAX_CANDIDATES,
+        DEFAULT_EXACT_MEMORY_MB,
+        MIN_EXACT_MEMORY_MB,
+        ExactError,
+        exact_by,
+        task_answer_set,
+    )
     from .tasks import DEFAULT_PROCEDURAL_PROBLEMS, is_fixed_set
 
     limit = DEFAULT_EXACT_MAX_CANDIDATES if max_candidates is None else max_candidates
