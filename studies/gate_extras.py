@@ -19,11 +19,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from grae.data import get_task
 from grae.eval.records import read_rows
 from grae.eval.stats import count_problems, per_problem_passk
+from grae.yaml_io import load_yaml
 
 PLAIN = re.compile(r"^\s*-?\d+\s*$")
 
@@ -57,7 +57,7 @@ def format_mass(paths: list[Path]) -> float:
 def main(out: str) -> None:
     out = Path(out)
     jobs = sorted(out.glob("jobs/*/seed*"))
-    job_cfg = yaml.safe_load((jobs[0] / "job.yaml").read_text())
+    job_cfg = load_yaml((jobs[0] / "job.yaml").read_text())
     task = get_task(job_cfg["task"]["name"], **job_cfg["task"]["params"])
     runs: dict[str, list[Path]] = {"base model": [out / "base" / "before.jsonl"]}
     for job in jobs:

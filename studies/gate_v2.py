@@ -55,6 +55,8 @@ import numpy as np
 import yaml
 from gate_criteria import KS, passk_curve  # gate v1's exact pass@k curve (this folder is the script's sys.path[0])
 
+from grae.yaml_io import load_yaml
+
 DECIDING_KS = (64, 128, 256)
 TEMPERATURES = (0.3, 0.5, 0.7, 1.0)
 TEMPERATURE_PROBLEMS = 200
@@ -70,7 +72,7 @@ def per_problem_passk(p: np.ndarray, ks) -> np.ndarray:
 
 
 def load_design(path: Path) -> dict[str, Any]:
-    design = yaml.safe_load(Path(path).read_text())
+    design = load_yaml(Path(path).read_text())
     for key in ("name", "train", "seeds", "rule"):
         if key not in design:
             raise SystemExit(f"{path}: missing key {key!r}")

@@ -42,6 +42,7 @@ from pathlib import Path
 import yaml
 
 from grae.compare.grid import CompareConfig, load_compare_config
+from grae.yaml_io import load_yaml
 
 JOB_FILES = ("job.yaml", "config.yaml", "run.json", "metrics.jsonl", "eval/summary.json")
 FRONTIER_PATTERNS = ("eval/frontier/step-*.curve.json", "eval/frontier/step-*.run.json")
@@ -158,6 +159,9 @@ def check_archive(archive: Path, allowed: tuple[str, ...], expected: dict | None
                                     "only the job's own files)")
                 if not any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed):
                     raise RowsError(f"{archive}: unexpected member {name!r} (an archive holds {', '.join(allowed)})")
+                if name in files:
+                    raise RowsError(f"{archive}: holds {name!r} twice, and which copy is the job's cannot be told; "
+                                    "pack it again from the machine that ran the job")
                 files[name] = tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
         raise RowsError(f"{archive}: cannot be read whole ({type(err).__name__}: {err}); pack it again from the "
@@ -169,13 +173,13 @@ def check_archive(archive: Path, allowed: tuple[str, ...], expected: dict | None
             elif name.endswith(".jsonl"):
                 [json.loads(line) for line in data.splitlines() if line.strip()]
             elif name.endswith(".yaml"):
-                yaml.safe_load(data)
+                load_yaml(data)
         except (ValueError, yaml.YAMLError, UnicodeDecodeError) as err:
             raise RowsError(f"{archive}: {name} does not parse ({' '.join(str(err).split())[:120]})") from None
     if expected is not None:
         if "eval/summary.json" not in files:
             raise RowsError(f"{archive}: no eval/summary.json, so not a finished job's archive")
-        differs = _config_changes(yaml.safe_load(files.get("job.yaml", b"")), expected)
+        differs = _config_changes(load_yaml(files.get("job.yaml", b"")), expected)
         if differs:
             raise RowsError(f"{archive}: packed from another configuration of this job ({'; '.join(differs[:3])}); "
                             "pack it again from this study, or remove it")

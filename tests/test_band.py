@@ -223,6 +223,9 @@ def test_grae_train_refuses_a_changed_or_foreign_file_and_fits_its_size(band_fil
         load_config(None, {**base, "task.train_subset": str(tmp_path / "missing.jsonl")})
     cfg = load_config(None, {**base, "task.train_subset": str(path)})
     assert cfg.task.train_size is None and any(f"all {len(rows)} problems of the band file" in n for n in cfg.notes)
+    from grae.train.dry_run import plan_lines
+
+    assert ("train on", f"all {len(rows)} problems of the band file {path}") in plan_lines(cfg)
     with pytest.raises(ConfigError, match=f"^task.train_size: 10000 training problems asked, .* keeps {len(rows)}"):
         load_config(None, {**base, "task.train_subset": str(path), "task.train_size": 10000})
 

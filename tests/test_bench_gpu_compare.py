@@ -27,7 +27,8 @@ def test_gpu_compare_sitting_brings_back_the_chosen_seeds_rows(tmp_path):
     study = {"base": "default",
              "overrides": {"model": build_random_tiny(str(tmp_path / "tiny")), "max_steps": 2, "save_steps": 2,
                            "task": {"train_size": 100}, "eval": {"num_problems": 4, "n": 4, "batch_size": 16},
-                           "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4}},
+                           "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4},
+                           "continue_without_signal": True},  # a random model: its base has no signal
              "methods": {"grpo": {"estimator": "grpo"}}, "seeds": [1, 2],
              "baseline": "grpo", "output_dir": "runs/studies/sitting", "frontier": [], "parallel": 1,
              # a study-level eval (as every committed study that packs rows): its report reads the archives' rows,

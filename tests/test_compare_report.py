@@ -107,7 +107,7 @@ def test_a_confirmation_refuses_the_seeds_that_selected_its_candidate(tmp_path):
         load_compare_config(write_study(tmp_path, [1, 2, 3], selected_by="gone.yaml"))
     with pytest.raises(ConfigError, match="paired_against: oracle needs the base's exact rows"):
         load_compare_config(write_study(tmp_path, [0, 1, 2], paired_against="oracle", eval=None))
-    with pytest.raises(ConfigError, match=r"paired_against: expected one of \['base', 'oracle'\]"):
+    with pytest.raises(ConfigError, match=r"paired_against: expected one of \['base', 'oracle', 'temperature_frontier'\]"):
         load_compare_config(write_study(tmp_path, [0, 1, 2], paired_against=["guesser"]))
 
 

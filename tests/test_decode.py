@@ -4,6 +4,7 @@ run of identical prompts prefilled once or not, finished rows leaving the batch 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -237,3 +238,96 @@ def test_recorded_log_probs_are_the_teacher_forced_ones(llama):
     within = torch.arange(seqs.shape[1] - width)[None, :] < ends[:, None]  # [B, T] up to and including the end
     assert_close_scaled(logps[within], expected[within], rel=1e-4)
     assert (logps[~within] == 0).all() and math.isfinite(float(logps.sum()))
+
+
+# every logits processor a TRL config reaches (GRPOConfig: temperature, top_p, top_k, min_p, repetition_penalty)
+TRL_CASES = [dict(temperature=1.2, top_p=0.9, top_k=0, repetition_penalty=1.4),
+             dict(temperature=0.8, top_k=6, top_p=0.95, min_p=0.02, repetition_penalty=0.8),
+             dict(temperature=1.0, top_k=0, min_p=0.1, repetition_penalty=2.0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_every_trl_processor_draws_what_generate_draws_as_rows_leave(llama, monkeypatch, dtype):
+    """TRL's sampling settings with a repetition penalty, min-p, top-k and top-p, in fp32 and bf16, rows leaving
+    and prompts shared: the same tokens as ``generate`` on the installed transformers. The prompts are left padded
+    with the pad token (which is also a token the model draws), so the repetition penalty sees the padding: 5.23
+    leaves it out (``prompt_ignore_length``), 5.10 to 5.22 penalise it, and the loop follows the installed one, its
+    per-row state narrowed as rows leave (:func:`grae.eval.decode._narrowed`)."""
+    from transformers import GenerationConfig
+
+    model, tokenizer, _ = llama
+    model = copy.deepcopy(model).to(dtype)  # the module's model stays float32
+    enc = _encode(tokenizer, PROMPTS * 2)
+    narrowings = []
+    narrowed = dec._narrowed
+    monkeypatch.setattr(dec, "_narrowed", lambda step, keep: narrowings.append(keep.numel()) or narrowed(step, keep))
+    for case, seed in itertools.product(TRL_CASES, range(3)):
+        plan = dec.plan_of(model, GenerationConfig(max_new_tokens=12, pad_token_id=0, eos_token_id=EOS,
+                                                   do_sample=True, **case))
+        assert plan is not None
+        theirs = _generate(model, enc, seed, max_new_tokens=12, do_sample=True, **case)
+        ours = _decode(model, enc, seed, plan.sampling, 12)
+        assert torch.equal(ours.sequences, theirs), (case, seed, dtype)
+    assert len(narrowings) > 10  # rows left the batch with the penalty on
+
+
+def test_repetition_penalty_treats_the_left_padding_as_the_installed_transformers_does(llama):
+    """What changed in 5.23 (``GenerationMixin._get_logits_processor`` passes each row's left-padding length to
+    ``RepetitionPenaltyLogitsProcessor``): the loop's processors, built by transformers, penalise a pad token that
+    is only in a row's padding before 5.23 and leave it alone from 5.23 on."""
+    import transformers
+    from packaging.version import Version
+
+    model, tokenizer, _ = llama
+    enc = _encode(tokenizer, ["abc", "hello world"])  # "abc" is left padded with the pad token 0
+    (penalty,) = dec.Sampling(temperature=0.0, repetition_penalty=2.0).processors(model, enc["attention_mask"])
+    scores = penalty(enc["input_ids"], torch.full((2, 29), 3.0))  # [2, V]
+    assert scores[0, 2] == 1.5 and scores[0, 5] == 3.0  # "a" (2) is in the prompt, "d" (5) is not
+    ignores_padding = Version(transformers.__version__) >= Version("5.23")
+    assert float(scores[0, 0]) == (3.0 if ignores_padding else 1.5)
+
+
+def test_outside_the_verified_transformers_generate_samples_and_it_is_said_once(llama, monkeypatch, caplog):
+    import transformers
+    from transformers import GenerationConfig
+
+    model, _, _ = llama
+    config = GenerationConfig(max_new_tokens=8, pad_token_id=0, eos_token_id=1, do_sample=True)
+    assert dec.plan_of(model, config) is not None
+    monkeypatch.setattr(dec, "_said", set())
+    for version in ["5.24.0", "5.9.0", "5.24.0.dev0"]:
+        monkeypatch.setattr(transformers, "__version__", version)
+        with caplog.at_level("WARNING", logger="grae.eval.decode"):
+            assert dec.plan_of(model, config) is None and dec.plan_of(model, config) is None
+        said = [r.getMessage() for r in caplog.records if version in r.getMessage()]
+        assert len(said) == 1 and "sampling with transformers' generate" in said[0], said
+        caplog.clear()
+
+
+def test_a_processor_the_loop_does_not_know_sends_the_call_to_generate(llama, monkeypatch, caplog):
+    """A transformers that adds a processor for the loop's own settings (here: simulated by appending one) keeps
+    the caller on ``generate``, said once."""
+    from transformers import GenerationConfig, TypicalLogitsWarper
+
+    model, _, _ = llama
+    built = model._get_logits_processor
+    monkeypatch.setattr(model, "_get_logits_processor",
+                        lambda *a, **k: built(*a, **k) + [TypicalLogitsWarper(mass=0.9)], raising=False)
+    monkeypatch.setattr(dec, "_said", set())
+    with caplog.at_level("WARNING", logger="grae.eval.decode"):
+        for _ in range(2):
+            assert dec.plan_of(model, GenerationConfig(max_new_tokens=8, pad_token_id=0, eos_token_id=1,
+                                                       do_sample=True)) is None
+    assert [r.getMessage() for r in caplog.records if "TypicalLogitsWarper" in r.getMessage()] != []
+    assert len(caplog.records) == 1
+
+
+def test_the_verified_range_is_the_train_extras_transformers_bound():
+    """pyproject.toml's ``train`` extra admits exactly the transformers releases the loop is verified on (its one
+    transformers requirement; the ``verl`` extra bounds it through verl's own)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    first, end = dec.VERIFIED_TRANSFORMERS
+    assert re.findall(r'"(transformers[^"]*)"', text) == [f"transformers>={first},<{end}"]

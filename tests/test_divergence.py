@@ -73,7 +73,7 @@ def test_finite_weights_whose_logits_overflow_are_never_saved(tmp_path):
                            "--max-steps", "1")
     assert result.exit_code == 1, result.output
     assert lines[-1].startswith("error: diverged at step 1: the model's activations overflow on a probe forward "
-                                "pass (hidden states up to "), lines
+                                "pass (hidden states of norm ‖h‖₂ up to "), lines
     assert "its weights are finite, the largest |w| = " in lines[-1]
     assert "likely cause: the learning rate (trl.learning_rate = 1e+09" in lines[-1]
     assert "Traceback" not in result.output
@@ -110,7 +110,7 @@ def test_the_probe_leaves_the_run_unchanged_and_sees_overflowing_activations():
     assert torch.isfinite(logits).all()  # the logits alone would pass (left-padded rows get NaN, not these)
     probe = probe_forward(model, rows)
     assert not probe.healthy and probe.largest_activation > OVERFLOWING_ACTIVATION
-    assert "hidden states up to" in probe.describe()
+    assert "hidden states of norm ‖h‖₂ up to" in probe.describe()
     with torch.no_grad():
         model.model.norm.weight.fill_(3e38)  # infinite logits too
     assert not probe_forward(model).healthy
@@ -234,3 +234,33 @@ def test_a_model_the_probe_cannot_run_is_said_and_counts_as_finite(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "divergence check: the probe forward pass cannot run on this model (ValueError: Image features and image "
         "tokens do not match); only its weights are checked at saves"]
+
+
+def test_the_probe_checks_each_positions_norm_against_the_float32_limit():
+    """Issue 54: RMSNorm sums a position's H squares in float32, so it overflows once ‖h‖₂ passes
+    sqrt(float32 max) ≈ 1.84e19 although every |h| is √H times smaller. A tiny Llama (H = 512) whose hidden
+    states are ±9e17 (‖h‖₂ = 9e17·√512 ≈ 2.0e19) gives all-zero logits; the probe must call it unhealthy,
+    and ±7e17 (‖h‖₂ ≈ 1.6e19, whose squares sum to a finite float32) healthy."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grae.engines.divergence import OVERFLOWING_ACTIVATION, probe_forward
+
+    assert OVERFLOWING_ACTIVATION == pytest.approx(float(torch.finfo(torch.float32).max) ** 0.5, rel=1e-12)  # tol: its definition
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=512, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=16))
+    signs = torch.where(torch.arange(512) % 2 == 0, 1.0, -1.0)  # [H]
+    with torch.no_grad():  # the residual stream is the embedding: the layer adds nothing to it
+        model.model.layers[0].self_attn.o_proj.weight.zero_()
+        model.model.layers[0].mlp.down_proj.weight.zero_()
+    rows = (torch.tensor([[1, 2, 3, 4]]), torch.ones(1, 4, dtype=torch.long))
+    for size, healthy in [(9e17, False), (7e17, True)]:
+        with torch.no_grad():
+            model.model.embed_tokens.weight.copy_(size * signs.expand(32, 512))
+            logits = model(input_ids=rows[0], attention_mask=rows[1]).logits
+        assert torch.isfinite(logits).all()  # finite logits: they alone do not tell
+        assert bool((logits == 0).all()) == (not healthy)  # the overflowed final norm outputs 0
+        probe = probe_forward(model, rows)
+        assert probe.healthy == healthy, (size, probe)
+        assert probe.largest_activation == pytest.approx(size * 512 ** 0.5, rel=1e-6)  # tol: float32 inputs, float64 norm

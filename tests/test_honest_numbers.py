@@ -109,10 +109,11 @@ def test_training_figure_draws_trls_panels_and_no_quantity_twice():
         assert any(wanted in t for t in titles), wanted
     drawn = [tuple(pts) for _, series, _ in panels for pts in series.values()]
     assert len(drawn) == len(set(drawn))  # no curve twice (ω is the reward; ACR the sum of its two kinds)
-    heldout = dict(panels[-1][1])
-    assert heldout == {"pass@1": [(0.0, 0.2), (6.0, 0.3)], "pass@4": [(0.0, 0.4), (6.0, 0.5)],
-                       "pass@8": [(0.0, 0.5), (6.0, 0.6)]}
-    assert all(lo == 0 and hi == 1 for t, _, (lo, hi) in [p for p in panels if p[2]])
+    heldout = dict(panels[-1][1])  # in %, as every other pass@k figure (issue 55)
+    assert heldout == {"pass@1": [(0.0, 20.0), (6.0, 30.0)], "pass@4": [(0.0, 40.0), (6.0, 50.0)],
+                       "pass@8": [(0.0, 50.0), (6.0, 60.0)]}
+    assert panels[-1][2] == (0.0, 100.0) and "(%)" in panels[-1][0]
+    assert all(lo == 0 and hi == 1 for t, _, (lo, hi) in [p for p in panels[:-1] if p[2]])
 
 
 def test_training_png_is_written_with_a_missing_kl(tmp_path):

@@ -293,6 +293,24 @@ CASES = [
          "trl.report_to: wandb has no API key here", {"netrc": ""},
          env={"WANDB_API_KEY": None, "WANDB_MODE": None, "NETRC": "{tmp}/netrc"}),
     Case("reward_timeout 0", _train("--reward_timeout", "0"), 2, "reward_timeout: must be > 0 seconds per sample"),
+    # issue 54 §5: what the run would fail on after claiming its directory fails before, in the dry run too
+    Case("reward_weights of the wrong length", _train("--reward_weights", "[1, 2]"), 2,
+         "trl.reward_weights: 2 weights for 1 reward function (reward_funcs: ['task'])"),
+    Case("reward_weights of the wrong length, dry run", _train("--dry-run", "--reward_weights", "[1, 2]"), 2,
+         "trl.reward_weights: 2 weights for 1 reward function"),
+    Case("lora_target_modules 5 in a TRL recipe", ["train", "{tmp}/c.yaml", "--dry-run", "--output-dir", "{tmp}/run"], 2,
+         "peft.target_modules (lora_target_modules in a TRL recipe): expected module names",
+         {"c.yaml": "use_peft: true\nlora_target_modules: 5\n"}),
+    Case("peft.target_modules empty", _train("--peft.target_modules", "[]"), 2, "peft.target_modules (lora_target_modules"),
+    Case("reward_timeout inf", _train("--reward_timeout", "inf"), 2, "reward_timeout: must be a finite number"),
+    Case("reward_timeout nan", _train("--reward_timeout", "nan"), 2, "reward_timeout: must be a finite number"),
+    Case("dual_clip nan", _train("--dual_clip", "nan"), 2, "dual_clip: must be a finite number"),
+    Case("exact memory of 1e-9 MB", ["eval", "tiny", "--tasks", "chain_sum", "--task-param", "max_digits=1", "--exact",
+                                     "--exact-memory-mb", "1e-9", "-o", "{tmp}/ev"], 2,
+         "--exact-memory-mb must be at least 0.01 (MB"),
+    Case("an exact setting without --exact", _eval("--tasks", "chain_sum", "--task-param", "max_digits=1",
+                                                   "--exact-memory-mb", "64", "--exact-max-candidates", "10"), 2,
+         "--exact-memory-mb and --exact-max-candidates: settings of exact evaluation, which this run does not do"),
 ]
 
 
@@ -468,6 +486,60 @@ def test_library_calls_refuse_or_answer_correctly():
         with pytest.raises(ValueError, match=r"^state_dict: expected the mapping"):
             estimator.load_state_dict(None)
         estimator.load_state_dict(estimator.state_dict())
+
+
+def _reward(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+#: issue 54 §5: GraeTrainer's own arguments, each refused by name before anything is built
+TRAINER_ARGUMENTS = {
+    "estimator_params=[1]": ({"estimator_params": [1]}, TypeError, "estimator_params: expected a mapping"),
+    "dual_clip='3'": ({"dual_clip": "3"}, TypeError, "dual_clip: expected a number > 1"),
+    "dual_clip=nan": ({"dual_clip": float("nan")}, ValueError, "dual_clip: must be a finite number > 1"),
+    "dual_clip=1": ({"dual_clip": 1}, ValueError, "dual_clip: must be > 1"),
+    "reward_timeout=nan": ({"reward_timeout": float("nan")}, ValueError, "reward_timeout: must be a finite number"),
+    "reward_timeout=inf": ({"reward_timeout": float("inf")}, ValueError, "reward_timeout: must be a finite number"),
+    "reward_timeout='5'": ({"reward_timeout": "5"}, TypeError, "reward_timeout: expected a number of seconds"),
+    "reward_timeout=0": ({"reward_timeout": 0}, ValueError, "reward_timeout: must be > 0 seconds"),
+    "reward_funcs=[42]": ({"reward_funcs": [_reward, 42]}, TypeError, "reward_funcs[1]: expected a reward function"),
+    "reward_funcs=None": ({"reward_funcs": None}, ValueError, "reward_funcs: none given"),
+    "reward_fallback=inf": ({"reward_fallback": float("inf")}, ValueError, "reward_fallback: must be a finite number"),
+    "reward_fallback=1e31": ({"reward_fallback": 1e31}, ValueError, "reward_fallback: 1e+31 is beyond ±1e+30"),
+    "contain_reward_faults='no'": ({"contain_reward_faults": "no"}, TypeError,
+                                   "contain_reward_faults: expected True or False, got 'no'"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRAINER_ARGUMENTS))
+def test_trainer_arguments_are_refused_by_name_before_anything_is_built(case):
+    """The checks run first in ``GraeTrainer.__init__`` (no model is even needed to be refused), with the
+    functions ``grae train`` checks its config keys with (grae.engines.trl.arguments)."""
+    import re
+
+    from grae.engines.trl import GraeTrainer
+
+    given, error, message = TRAINER_ARGUMENTS[case]
+    with pytest.raises(error, match="^" + re.escape(message)):
+        GraeTrainer(model=None, **{"reward_funcs": [_reward], **given})
+
+
+def test_a_meta_device_tensor_into_any_estimator_is_refused_by_name():
+    import torch
+
+    from grae.advantage import get_estimator, names, with_reward_correction
+
+    group_ids = torch.tensor([0, 0, 1, 1])
+    estimators = [get_estimator(name) for name in names()]
+    estimators.append(with_reward_correction(get_estimator("grpo"), mode="backward", rho0=0.1, rho1=0.1))
+    for estimator in estimators:
+        with pytest.raises(ValueError, match="^rewards: a tensor on the meta device has a shape but no values"):
+            estimator(torch.zeros(4, device="meta"), group_ids)
+    with pytest.raises(ValueError, match="^group_ids: a tensor on the meta device"):
+        get_estimator("grpo")(torch.zeros(4), group_ids.to("meta"))
+    unlikeliness = get_estimator("unlikeliness")
+    with pytest.raises(ValueError, match="^context.logprob_mean: a tensor on the meta device"):
+        unlikeliness(torch.zeros(4), group_ids, context={"logprob_mean": torch.zeros(4, device="meta")})
 
 
 def test_trls_all_none_warning_is_held_back_until_grae_decides(caplog):

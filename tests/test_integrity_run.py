@@ -279,3 +279,73 @@ def test_a_file_size_limit_is_one_line_in_train_and_eval(model_dir, tmp_path):
                           env=env, timeout=scaled(300))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "file-size limit reached" in log and "Traceback" not in log, log[-3000:]
+
+
+def _file_list(checkpoint) -> None:
+    """Give ``checkpoint``'s completion marker the file list GraeTrainer writes into it."""
+    from grae.engines.trl import COMPLETE_MARKER
+    from grae.train.checkpoints import file_sizes
+
+    marker = checkpoint / COMPLETE_MARKER
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "files": file_sizes(str(checkpoint))}))
+
+
+def test_resume_passes_over_only_what_loses_nothing_trained(tmp_path):
+    """Issue 54 §1, with an older whole checkpoint kept: a newer one whose save never finished, or whose weights
+    are cut, is passed over in one line; one whose weights are whole but whose optimizer state is cut or gone is
+    not trained over (resuming from the older one would rotate its weights away): refused, naming both."""
+    pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+    from grae.engines.trl import COMPLETE_MARKER
+    from grae.train.resume import resume_checkpoint
+
+    folder = tmp_path / "checkpoints"
+    two, four = (_checkpoint(folder, step, "r", []) for step in (2, 4))
+    for checkpoint in (two, four):
+        _file_list(checkpoint)
+    _checkpoint(folder, 6, "another run", [])  # another run's newer checkpoint is neither resumed nor a reason
+    assert resume_checkpoint(tmp_path, "r") == (str(four), [])
+    whole = {name: (four / name).read_bytes() for name in ("model.safetensors", "optimizer.pt", COMPLETE_MARKER)}
+
+    def restore():
+        for name, data in whole.items():
+            (four / name).write_bytes(data)
+
+    (four / COMPLETE_MARKER).unlink()
+    checkpoint, notes = resume_checkpoint(tmp_path, "r")
+    assert checkpoint == str(two) and len(notes) == 1 and f"{four} is unfinished (no completion marker" in notes[0]
+    restore()
+    os.truncate(four / "model.safetensors", 100)
+    checkpoint, notes = resume_checkpoint(tmp_path, "r")
+    assert checkpoint == str(two) and "damaged (model.safetensors: 100 bytes" in notes[0]
+    assert "its weights are not whole" in notes[0]
+    restore()
+    for damage in (lambda: os.truncate(four / "optimizer.pt", 100), lambda: (four / "optimizer.pt").unlink()):
+        damage()
+        with pytest.raises(ConfigError, match=f"{four} is damaged \\(optimizer.pt: .*but its weights are whole.*"
+                                              f"--model {four}.*delete {four} to resume from {two}.*--overwrite"):
+            resume_checkpoint(tmp_path, "r")
+        restore()
+    assert resume_checkpoint(tmp_path, "r") == (str(four), [])
+
+
+def test_resume_refuses_a_run_that_logged_steps_but_saved_no_checkpoint(tmp_path):
+    """Nothing to resume, but training steps on record: never a new start from step 0 over the run's metrics."""
+    from grae.train.resume import resume_checkpoint
+
+    assert resume_checkpoint(tmp_path, "r") == (None, [])  # trained nothing: nothing to lose
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    with pytest.raises(ConfigError, match="logged 2 training steps but saved no checkpoint.*--overwrite"):
+        resume_checkpoint(tmp_path, "r")
+
+
+def test_a_legacy_marker_without_a_file_list_still_finds_missing_weights_and_optimizer_state(tmp_path):
+    from grae.train.checkpoints import checkpoint_problem
+
+    four = _checkpoint(tmp_path, 4, "r", [])
+    torch.save({}, four / "scheduler.pt")  # a full (not model-only) checkpoint: its optimizer state belongs
+    assert checkpoint_problem(str(four)) is None
+    (four / "optimizer.pt").unlink()
+    assert checkpoint_problem(str(four)) == "optimizer.pt: missing"
+    assert checkpoint_problem(str(four), weights_only=True) is None
+    (four / "model.safetensors").unlink()
+    assert checkpoint_problem(str(four), weights_only=True) == "model.safetensors: missing"

@@ -12,6 +12,17 @@ from transformers import TopKLogitsWarper, TopPLogitsWarper
 from grae.eval import nucleus
 from grae.eval.decode import Sampling
 from grae.eval.nucleus import nucleus_filter, nucleus_keep
+from test_gqa import _llama
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A causal LM whose ``_get_logits_processor`` builds :meth:`Sampling.processors` (its weights are unused)."""
+    return _llama(tmp_path_factory.mktemp("m"), 2)[0]
+
+
+def processors(model, sampling: Sampling, rows: int, fast_nucleus: bool = True):
+    return sampling.processors(model, torch.ones((rows, 1), dtype=torch.long), fast_nucleus=fast_nucleus)
 
 
 def definition_keep(scores: torch.Tensor, top_p: float) -> tuple[torch.Tensor, float]:
@@ -106,7 +117,7 @@ def straddling_ties(scores: torch.Tensor, kept: torch.Tensor) -> int:
 
 
 @pytest.mark.parametrize("vocab, rows", [(1024, 2048), (49152, 48)], ids=["2048x1024", "48x49152"])
-def test_bf16_rounded_logits_keep_exactly_the_warpers_tokens(vocab, rows):
+def test_bf16_rounded_logits_keep_exactly_the_warpers_tokens(model, vocab, rows):
     """Thousands of bf16-rounded rows, several top-p, top-k and temperatures, top-k and top-p combined in
     transformers' order: grae's processors (top-k warper, fast nucleus) keep exactly what transformers' warpers
     keep, on rows where the boundary cuts a tie too."""
@@ -117,9 +128,9 @@ def test_bf16_rounded_logits_keep_exactly_the_warpers_tokens(vocab, rows):
             for temperature in (1.0, 0.7):
                 sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k)
                 fast, stock = scores.clone(), scores.clone()
-                for step in sampling.processors(fast_nucleus=True):
+                for step in processors(model, sampling, rows, fast_nucleus=True):
                     fast = step(None, fast)
-                for step in sampling.processors(fast_nucleus=False):
+                for step in processors(model, sampling, rows, fast_nucleus=False):
                     stock = step(None, stock)
                 assert torch.equal(fast, stock), (top_p, top_k, temperature)
                 ties += straddling_ties(scores, stock != float("-inf"))
@@ -127,9 +138,10 @@ def test_bf16_rounded_logits_keep_exactly_the_warpers_tokens(vocab, rows):
     assert ties > rows // 10  # the boundary cut a tie on many rows: the case the fast order alone got wrong
 
 
-def test_top_k_ties_keep_every_token_tied_with_the_kth():
+def test_top_k_ties_keep_every_token_tied_with_the_kth(model):
     """The top-k warper (grae's processors use transformers' own) keeps every token tied with the k-th logit."""
     scores = torch.tensor([[4.0, 3, 3, 3, 1, 0]])
-    kept = Sampling(top_k=2).processors()[0](None, scores.clone()) != float("-inf")
+    (top_k,) = processors(model, Sampling(top_k=2), 1)
+    kept = top_k(None, scores.clone()) != float("-inf")
     assert kept[0].nonzero().flatten().tolist() == [0, 1, 2, 3]
-    assert isinstance(Sampling(top_k=2).processors()[0], TopKLogitsWarper)
+    assert isinstance(top_k, TopKLogitsWarper)

@@ -273,7 +273,10 @@ def test_graetrainer_warns_of_a_run_without_learning_signal_on_trls_keys(tmp_pat
     warnings = [r.getMessage() for r in logged if r.levelno == logging.WARNING and "no learning signal" in r.getMessage()]
     assert [s.split(":")[0] for s in steps] == ["step 1", "step 2", "step 3"]
     assert len(warnings) == 1 and warnings[0].startswith("no learning signal for 3 steps in a row (steps 1-3)")
-    assert "reward format: every completion scored 0" in warnings[0] and "task.params.answer_extraction" in warnings[0]
+    assert "reward format: every completion scored 0" in warnings[0]
+    # a Python user's knobs (issue 55 §2), not grae train's keys
+    assert "get_task(name, answer_extraction=...)" in warnings[0] and "task.params" not in warnings[0]
+    assert "raise GRPOConfig(max_completion_length=...)" in warnings[0] and "trl." not in warnings[0]
 
 
 def test_the_trl_key_alone_tells_a_step_without_signal_and_the_watch_is_added_once(tmp_path):
@@ -298,7 +301,7 @@ def test_a_20_problem_gsm_file_trains_on_a_pretrained_model_in_one_command(tmp_p
            "--task.params.answer_extraction", "last_number", "--task.params.prompt_style", "plain",
            "--task.params.instruction", "Answer:", "--task.params.heldout_size", "6", "--estimator", "grpo",
            "--max-steps", "2",
-           "--output-dir", str(tmp_path / "run"), "--no-progress"]
+           "--output-dir", str(tmp_path / "run"), "--no-progress", "--continue-without-signal"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(300), cwd=tmp_path,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     out = done.stdout + done.stderr

@@ -116,3 +116,17 @@ def test_unpack_refuses_an_archive_that_writes_outside_its_job(tmp_path):
     with pytest.raises(ValueError, match="unexpected member 'eval/../../escape.txt'"):
         study_rows.extract(archive, tmp_path / "job")
     assert not (tmp_path / "escape.txt").exists()
+
+
+def test_an_archive_holding_a_file_twice_is_refused_before_anything_is_written(tmp_path):
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for body in (b'{"first": 1}', b'{"second": 2}'):
+            info = tarfile.TarInfo("run.json")
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    archive = tmp_path / "twice.tgz"
+    archive.write_bytes(gzip.compress(raw.getvalue()))
+    with pytest.raises(ValueError, match="holds 'run.json' twice, and which copy is the job's cannot be told"):
+        study_rows.extract(archive, tmp_path / "job")
+    assert not (tmp_path / "job").exists()

@@ -20,7 +20,7 @@ from tiny_model import build_random_tiny  # noqa: E402
 
 SMALL = ["--task.train_size", "200", "--trl.per_device_train_batch_size", "16", "--trl.num_generations", "4",
          "--trl.max_completion_length", "6", "--eval.num_problems", "4", "--eval.n", "4", "--eval.batch_size", "16",
-         "--no-progress"]
+         "--no-progress", "--continue-without-signal"]  # a random model: its base has no signal (issue 55 §2)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def model_dir(tmp_path_factory):
 
 def grae_train(model_dir, out, *extra, **popen):
     cmd = [sys.executable, "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(out), *SMALL, *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **popen.pop("env", {})}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
 
@@ -221,3 +221,89 @@ def test_the_device_label_names_the_accelerator_and_the_processes(monkeypatch):
     assert device_label(SimpleNamespace(device="cpu", world_size=1)) == "cpu (Test CPU, 1 thread)"
     monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
     assert device_label(SimpleNamespace(device="cpu", world_size=2)) == "cpu (Test CPU, 4 threads) × 2 processes"
+
+
+@pytest.fixture(scope="module")
+def two_step_run(model_dir, tmp_path_factory):
+    """A finished 2-step run (one checkpoint kept, the disk rule) to damage copies of."""
+    out = tmp_path_factory.mktemp("two_steps") / "run"
+    finish(grae_train(model_dir, out, "--max-steps", "2", "--eval.enabled", "false"))
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["checkpoint-2"]
+    return out
+
+
+#: issue 54 §1: each damage of the only checkpoint, and whether its weights survive it
+DAMAGE = {
+    "cut optimizer.pt": ("optimizer.pt", "truncate", "damaged (optimizer.pt: 100 bytes", True),
+    "missing optimizer.pt": ("optimizer.pt", "remove", "damaged (optimizer.pt: missing)", True),
+    "cut model.safetensors": ("model.safetensors", "truncate", "damaged (model.safetensors: 100 bytes", False),
+    "missing model.safetensors": ("model.safetensors", "remove", "damaged (model.safetensors: missing)", False),
+    "missing completion marker": ("grae_checkpoint_complete", "remove", "unfinished (no completion marker", True),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_resume_over_a_damaged_only_checkpoint_refuses_and_changes_nothing(model_dir, two_step_run, tmp_path, case):
+    """The only checkpoint (one kept) damaged: ``--resume`` refuses in one line naming it, what is wrong and
+    the choices; it never trains from step 0, never rewrites metrics.jsonl, never rotates the checkpoint away."""
+    import shutil
+
+    name, how, said, weights_whole = DAMAGE[case]
+    out = tmp_path / "run"
+    shutil.copytree(two_step_run, out)
+    checkpoint = out / "checkpoints" / "checkpoint-2"
+    if how == "truncate":
+        os.truncate(checkpoint / name, 100)
+    else:
+        (checkpoint / name).unlink()
+    before = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
+    metrics, listing = (out / "metrics.jsonl").read_text(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    log = finish(grae_train(model_dir, out, "--max-steps", "4", "--eval.enabled", "false", "--resume"), code=2)
+    lines = [line for line in log.splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and f"{checkpoint} is {said}" in " ".join(log.split()), log[-2000:]
+    assert "no whole checkpoint before it" in log and "--overwrite" in log and "nothing was changed" in log
+    assert ("--model " + str(checkpoint) in " ".join(log.split())) == weights_whole  # offered only where they are whole
+    assert {p.name: p.read_bytes() for p in checkpoint.iterdir()} == before  # nothing deleted, rotated or rewritten
+    assert (out / "metrics.jsonl").read_text() == metrics
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == listing
+
+
+HOSTILE_REWARDS = """
+import os
+
+
+def exits_the_process(completions, **kwargs):
+    os._exit(0)
+
+
+def forks_the_trainer(completions, **kwargs):
+    os.fork()
+    return [0.0] * len(completions)
+"""
+
+
+@pytest.mark.parametrize("reward, said", [
+    ("exits_the_process", "the run did not finish: the training process ended with exit status 0 while reward "
+                          "function 'exits_the_process' ran"),
+    ("forks_the_trainer", "reward function 'forks_the_trainer' forked the training process (os.fork()) and the copy"),
+], ids=["os._exit(0)", "os.fork()"])
+def test_a_reward_that_exits_or_forks_ends_the_run_non_zero_naming_it(model_dir, tmp_path, reward, said):
+    """Issue 54 §2: ``os._exit(0)`` in a reward ended ``grae train`` with exit 0 and no line; a reward that forks
+    left copies of ``grae train`` training on and ignoring SIGTERM. Under the supervisor (grae.supervision) both
+    end the run with exit 1 and one line naming the reward function; no final/, no process left behind."""
+    (tmp_path / "hostile_rewards.py").write_text(HOSTILE_REWARDS)
+    out = tmp_path / "run"
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    log = finish(grae_train(model_dir, out, "--max-steps", "2", "--eval.enabled", "false",
+                            "--reward_funcs", f"hostile_rewards:{reward}", env=env), code=1)
+    errors = [line for line in log.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and said in " ".join(errors[0].split()), log[-3000:]
+    assert not (out / "final").exists() and not (out / "eval" / "summary.json").exists()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                left += [pid] if str(out).encode() in f.read() else []
+        except OSError:
+            pass
+    assert left == [], "a grae train process outlived the run"

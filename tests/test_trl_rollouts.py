@@ -80,6 +80,25 @@ def test_rollouts_are_stock_trls_completions(request, tmp_path, decodes, which, 
 
 
 @pytest.mark.parametrize("which", ["standin", "model_dir"], ids=["grouped-qwen2", "ungrouped-tiny"])
+def test_rollouts_with_a_repetition_penalty_and_min_p_are_stock_trls_completions(request, tmp_path, decodes, which):
+    """GRPOConfig's repetition_penalty, min_p and top_k on TRL's left-padded prompts: the same completions as stock
+    GRPOTrainer on the installed transformers (5.23 stopped penalising the pad token of a prompt's left padding;
+    grae's loop follows the installed version, tests/test_decode.py). The pad token's output row is the space's
+    (tied to a padding_idx embedding it is zero, its logit 0, which a penalty leaves at 0), so it is drawn and
+    its penalty matters: with 5.10's penalty on 5.23 (no ``prompt_ignore_length``) the grouped-qwen2 case fails."""
+    config = {"temperature": 1.3, "top_k": 5, "min_p": 0.05, "repetition_penalty": 1.3, "max_completion_length": 8}
+    runs = []
+    for cls in (GRPOTrainer, GraeTrainer):  # each built and trained in turn: the same RNG stream for both
+        runs.append(make_trainer(request.getfixturevalue(which), tmp_path / cls.__name__, "grpo",
+                                 trainer_cls=_recording(cls), config=config))
+        tok, head = runs[-1].processing_class, runs[-1].model.lm_head.weight.data
+        head[tok.pad_token_id] = head[tok.convert_tokens_to_ids("Ġ")]
+        runs[-1].train()
+    stock, ours = runs
+    assert len(decodes) == len(stock.completions) == 2 and ours.completions == stock.completions
+
+
+@pytest.mark.parametrize("which", ["standin", "model_dir"], ids=["grouped-qwen2", "ungrouped-tiny"])
 def test_bf16_rollouts_with_top_k_and_top_p_train_as_stock_trl(request, tmp_path, monkeypatch, decodes, which):
     """TRL trains in bf16 by default; bf16 logits tie often, and the nucleus keeps the warpers' member of a tie
     (grae.eval.nucleus). On the CPU, ``bf16=True`` with ``use_cpu=True`` is accelerate's bf16 autocast (float32

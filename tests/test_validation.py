@@ -122,8 +122,10 @@ def test_flat_grpo_keys_go_to_the_trl_section():
 
 
 def test_ambiguous_key_names_both_spellings(monkeypatch):
+    import grae.train.resolve
+
     real = config_mod.trl_fields()
-    monkeypatch.setattr(config_mod, "trl_fields", lambda: {**real, "estimator": real["learning_rate"]})
+    monkeypatch.setattr(grae.train.resolve, "trl_fields", lambda: {**real, "estimator": real["learning_rate"]})
     with pytest.raises(ConfigError, match=r"estimator: ambiguous.*--estimator.*--trl\.estimator"):
         load_config(None, {"estimator": "grpo"})
 
@@ -142,8 +144,11 @@ def test_trl_recipe_yaml_is_read_as_it_is(tmp_path):
                       "use_peft: true\nlora_r: 8\nseed: 3\nmax_steps: 5\noutput_dir: out\nbf16: false\n")
     cfg = load_config(recipe)
     assert (cfg.model, cfg.task.name, cfg.seed, cfg.max_steps, cfg.output_dir) == ("tiny", "chain_sum", 3, 5, "out")
-    assert cfg.trl == {"learning_rate": 1e-5, "num_generations": 8, "per_device_train_batch_size": 16,
-                       "max_completion_length": 8, "bf16": False}
+    given = {"learning_rate": 1e-5, "num_generations": 8, "per_device_train_batch_size": 16,
+             "max_completion_length": 8, "bf16": False}
+    assert {key: cfg.trl[key] for key in given} == given
+    # the tiny model's recipe is the base, as under --model_name_or_path tiny (grae.train.resolve)
+    assert cfg.trl["lr_scheduler_type"] == "constant_with_warmup" and cfg.task.params == {}  # task named: its defaults
     assert cfg.peft == {"r": 8, "lora_alpha": 32, "lora_dropout": 0.05}  # TRL's ModelConfig LoRA defaults
     recipe.write_text("model_name_or_path: tiny\ndataset_config: main\n")  # a config of no dataset
     with pytest.raises(ConfigError, match=r"^dataset_config: goes with a hub dataset_name; add dataset_name: ORG/NAME"):

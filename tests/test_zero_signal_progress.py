@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from grae.cli.eval_cmd import plain_progress
+from grae.engines.learning_signal import first_streak_note
 from grae.eval.backends import CPU_LARGE_MODEL_BATCH, approx_params, default_batch_size
-from grae.train.callbacks import sparse_signal_note, zero_signal_note
+from grae.train.callbacks import sparse_signal_note
 
 
 def _rows(fracs, reward=0.0):
@@ -14,15 +15,17 @@ def _rows(fracs, reward=0.0):
 
 
 def test_zero_signal_named_with_answer_format_cause():
-    note = zero_signal_note(_rows([1.0] * 5))
-    assert note is not None and "first 5 logged steps" in note and "answer" in note and "verifier" in note
-    assert "too easy" in zero_signal_note(_rows([1.0] * 5, reward=1.0))
+    note = first_streak_note(_rows([1.0] * 5))
+    assert note is not None and note.startswith("no learning signal for 3 steps in a row (steps 1-3)")
+    assert "answer" in note and "verifier" in note
+    assert "too easy" in first_streak_note(_rows([1.0] * 5, reward=1.0))
 
 
 def test_signal_in_any_early_step_or_too_few_steps_is_not_flagged():
-    assert zero_signal_note(_rows([1.0, 1.0, 0.5, 1.0, 1.0])) is None
-    assert zero_signal_note(_rows([1.0] * 4)) is None
-    assert zero_signal_note([{"step": 1, "reward": 0.0}] * 5) is None  # no frac_reward_zero_std logged
+    assert first_streak_note(_rows([1.0, 1.0, 0.5, 1.0, 1.0])) is None
+    assert first_streak_note(_rows([1.0] * 2)) is None
+    assert first_streak_note(_rows([1.0] * 5), streak_steps=0) is None  # the warning was off
+    assert first_streak_note([{"step": 1, "reward": 0.0}] * 5) is None  # no frac_reward_zero_std logged
 
 
 def test_report_carries_the_warning(tmp_path):
@@ -39,7 +42,7 @@ def test_sparse_signal_counts_steps_without_gradient_and_names_the_side():
     # the smollm2 run's pattern: signal in step 1, then most steps with every group all wrong
     fracs = [0.5] + [1.0] * 28 + [0.5] * 21
     rows = _rows(fracs, reward=0.03)
-    assert zero_signal_note(rows) is None
+    assert first_streak_note(rows).startswith("no learning signal for 3 steps in a row (steps 2-4)")
     note = sparse_signal_note(rows)
     assert note is not None and "28 of 50 logged steps" in note and "rarely right" in note
     assert "rarely wrong" in sparse_signal_note(_rows(fracs, reward=0.97))
@@ -55,7 +58,8 @@ def test_report_carries_the_sparse_signal_note(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = load_config(None, {"output_dir": str(tmp_path)})
     text = write_train_report(tmp_path, cfg, {}, {}, steps=10, train_seconds=1.0).read_text()
-    assert "sparse learning signal: 8 of 10 logged steps" in text and "no learning signal" not in text
+    assert "sparse learning signal: 8 of 10 logged steps" in text
+    assert "no learning signal for 3 steps in a row (steps 2-4)" in text  # what the console said at step 4
 
 
 def test_plain_progress_lines_are_throttled_and_end_with_the_total():

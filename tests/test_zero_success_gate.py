@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from hypothesis import given
+from hypothesis import strategies as st
 
 from grae.advantage import get_estimator
 from strategies import reward_batches
@@ -160,6 +161,69 @@ def test_trl_dynamic_sampling_that_drops_all_wrong_groups_is_refused():
     for drop, params in (("all_correct", {}), ("both", {"gate": False})):  # past the gate's check: the next one
         with pytest.raises(ValueError, match="map-style"):
             check(drop, **params)
+
+
+def test_vade_prompt_selection_with_the_gate_is_refused_by_the_trainer_and_before_the_model_loads():
+    """VADE scores a prompt by p(1 − p) of its Beta posterior: a prompt never solved has its posterior mean driven to
+    0 and its score with it, so VADE steers the batch away from the groups the gate trains on. Refused in GraeTrainer
+    and by grae train's config check (before any model loads), naming the field; gate=False (the base) is fine."""
+    from grae.engines.trl.sampling import SamplingRounds
+    from grae.sampling import PromptPosterior, SamplingConfig
+    from grae.train.config import ConfigError, load_config
+
+    posterior = PromptPosterior(2, decay=1.0)
+    posterior.update([0, 1], [0, 4], [8, 8], step=0)  # prompt 0: never solved; prompt 1: half the time
+    mean = posterior.mean([0, 1], step=1)
+    assert (mean * (1 - mean)).tolist()[0] < 0.1 < (mean * (1 - mean)).tolist()[1]  # the never-solved prompt loses
+
+    def check(estimator, **sampling):
+        host = SimpleNamespace(sampling=SamplingConfig(**sampling), multi_objective_aggregation="sum",
+                               estimator=estimator, train_dataset=None)
+        return SamplingRounds._check_sampling(host)
+
+    with pytest.raises(ValueError, match="^sampling.selection: 'vade' picks prompts by p.1 − p. and so steers away"):
+        check(get_estimator("zero_success_gate"), selection="vade")
+    with pytest.raises(ValueError, match="^sampling.selection: 'vade'"):
+        check(get_estimator("zero_success_gate"), selection="vade", dynamic=True, drop="all_correct")
+    with pytest.raises(ValueError, match="map-style"):  # past the gate's check: the next one
+        check(get_estimator("zero_success_gate", gate=False), selection="vade")
+    with pytest.raises(ConfigError, match="^sampling.selection: 'vade' .* estimator 'zero_success_gate' trains on"):
+        load_config(None, {"estimator": "zero_success_gate", "sampling.selection": "vade"})
+    with pytest.raises(ConfigError, match="^sampling.drop: 'both' drops the all-wrong groups"):
+        load_config(None, {"estimator": "zero_success_gate", "sampling.dynamic": True})
+    assert load_config(None, {"estimator": "zero_success_gate", "sampling.dynamic": True,
+                              "sampling.drop": "all_correct"}).sampling.drop == "all_correct"
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=8, max_size=8))
+def test_the_samplers_all_correct_and_the_gates_success_agree_on_binary_rewards(rewards):
+    """The dynamic sampler calls a flat group all-correct when its reward is >= success_threshold (0.5); the gate
+    calls a sample a success when its reward is > correct_threshold (0.5). On 0/1 rewards the two agree: a group
+    the gate trains on (no success) is never one the sampler drops as all-correct (with drop: all_correct)."""
+    from grae.sampling import group_kinds, informative_groups
+    from grae.sampling.dynamic import ALL_CORRECT
+
+    r = torch.tensor(rewards).view(2, 4).flatten()
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    weights = get_estimator("zero_success_gate")(r, groups).weights.view(2, 4)
+    gated = weights[:, 0] > 0  # [2] the groups the gate trains on
+    kept = informative_groups(r, 4, drop="all_correct")
+    assert not (gated & ~kept).any()  # nothing the gate trains on is dropped
+    assert ((group_kinds(r, 4) == ALL_CORRECT) == (r.view(2, 4) > 0.5).all(dim=1)).all()
+
+
+def test_at_exactly_the_threshold_the_sampler_and_the_gate_differ_as_documented():
+    """A graded reward equal to the threshold: the sampler's all-correct is >= 0.5, the gate's success is > 0.5. A
+    group scoring 0.5 everywhere is all-correct to the sampler (drop: all_correct drops it) and has no success for the
+    gate (it would train on it). docs/estimators.md states it; give success_threshold slightly above the gate's
+    correct_threshold (e.g. 0.5 + 1e-9) to make them agree on such rewards."""
+    from grae.sampling import group_kinds, informative_groups
+    from grae.sampling.dynamic import ALL_CORRECT
+
+    r = torch.full((4,), 0.5)
+    assert group_kinds(r, 4).tolist() == [ALL_CORRECT] and informative_groups(r, 4, drop="all_correct").tolist() == [False]
+    assert get_estimator("zero_success_gate")(r, torch.zeros(4, dtype=torch.long)).weights.tolist() == [1.0] * 4
+    assert informative_groups(r, 4, drop="all_correct", success_threshold=0.5 + 1e-9).tolist() == [True]  # agree
 
 
 def test_verl_filter_groups_that_drop_all_wrong_groups_are_refused():

@@ -286,6 +286,9 @@ def _validate(rewards: Any, group_ids: Any) -> tuple[Tensor, Tensor]:
 
 def _as_tensor(x: Any, field_name: str) -> Tensor:
     if isinstance(x, Tensor):
+        if x.is_meta:  # shape only: any arithmetic on it raises deep inside torch
+            raise ValueError(f"{field_name}: a tensor on the meta device has a shape but no values; pass one with "
+                             "data (on the cpu or a GPU)")
         return x.detach()
     try:
         arr = np.asarray([np.nan if v is None else v for v in x] if isinstance(x, (list, tuple)) else x)

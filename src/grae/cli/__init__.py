@@ -47,6 +47,16 @@ COMMAND_MODULES = [
 ]
 
 
+def _supervised_command(args: list[str]) -> bool:
+    """``grae train`` that trains (not ``--dry-run`` or ``--help``), on POSIX: it runs under a supervisor
+    (:mod:`grae.supervision`)."""
+    import os
+
+    command = next((arg for arg in args if not arg.startswith("-")), None)
+    return (command == "train" and os.name == "posix"
+            and not any(arg in ("--dry-run", "--help", "-h", "--version") for arg in args))
+
+
 def _mount() -> None:
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(app)
@@ -55,6 +65,12 @@ def _mount() -> None:
 def main() -> None:
     import sys
 
+    from grae.supervision import beacon
+
+    if not beacon.adopt() and _supervised_command(sys.argv[1:]):
+        from grae.supervision.supervisor import supervise
+
+        sys.exit(supervise(sys.argv[1:]))  # the same command line again, as the training process
     from grae.cli.quiet import quiet_third_party, take_verbose
 
     sys.argv[1:] = take_verbose(sys.argv[1:])

@@ -109,6 +109,9 @@ def register(app: typer.Typer) -> None:
         except RuleError as err:
             error(console, "error:", err)
             raise typer.Exit(1) from None
+        except ValueError as err:  # a study file no run wrote: a curve's counts, invocations.jsonl (one line each)
+            error(console, "error:", err)
+            raise typer.Exit(2) from None
         console.print(f"report: {report}", markup=False, highlight=False, soft_wrap=True)
 
 

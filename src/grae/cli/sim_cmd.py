@@ -9,7 +9,7 @@ from grae.cli.output import check_writable, error
 
 def parse_estimator(spec: str) -> tuple[str, dict]:
     """``"agrae:alpha=0.5"`` → ``("agrae", {"alpha": 0.5})`` (values parsed as YAML scalars)."""
-    import yaml
+    from grae.yaml_io import DuplicateKeyError, load_yaml
 
     name, _, params = spec.partition(":")
     out = {}
@@ -17,7 +17,10 @@ def parse_estimator(spec: str) -> tuple[str, dict]:
         key, eq, value = item.partition("=")
         if not eq:
             raise ValueError(f"--estimators: {spec!r}; parameters look like name:key=value,key=value")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = load_yaml(value)
+        except DuplicateKeyError as err:
+            raise ValueError(f"--estimators: {key.strip()}: {err}") from None
     return name.strip(), out
 
 

@@ -25,6 +25,8 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
     value (``--trl.bf16``, followed by another ``--key`` or nothing) is ``true``, as in TRL's parser."""
     import yaml
 
+    from grae.yaml_io import DuplicateKeyError, load_yaml
+
     config, overrides, i = None, {}, 0
     while i < len(extra):
         token = extra[i]
@@ -46,9 +48,11 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
             value = "true"
             i += 1
         try:
-            parsed = yaml.safe_load(value)
+            parsed = load_yaml(value)
             # "Answer:" is a string on a command line, not YAML's {"Answer": None}; a mapping is written {a: 1}
             overrides[key] = value if isinstance(parsed, dict) and not value.lstrip().startswith("{") else _scalar(parsed)
+        except DuplicateKeyError as err:
+            raise typer.BadParameter(f"--{key}: {err}") from None
         except yaml.YAMLError:
             overrides[key] = value  # not a YAML scalar: the plain string, checked against the key's type
     return config, overrides
@@ -221,10 +225,16 @@ def _dry_run(console, cfg) -> None:
     """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (:func:`loading_problem`: the
     model not cached with the hub unreachable, a tokenizer without a chat template, a push without a token) as a
     note with the line the run would stop with: the config is checked, the network only looked at."""
+    from grae.train.config import to_dict
     from grae.train.dry_run import plan_lines
+    from grae.train.resolve import resolved_lines
 
     for what, value in plan_lines(cfg):
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
+    console.print("resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry runs "
+                  "to compare the runs):", markup=False, highlight=False, soft_wrap=True)
+    for line in resolved_lines(to_dict(cfg)):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     note = loading_problem(cfg)
     if note:
         console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
@@ -245,9 +255,30 @@ def _print_help(ctx: typer.Context, _param, value: bool) -> None:
     ctx.exit()
 
 
+def says_its_exit(command):
+    """``command``'s own end (its return, or a ``typer.Exit`` it raises) is told to the supervisor
+    (:func:`grae.supervision.beacon.finished`); any other end — ``sys.exit`` or ``os._exit`` in user code, a
+    crash — is not, and the supervisor names it."""
+    import functools
+
+    from grae.supervision import beacon
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            command(*args, **kwargs)
+        except typer.Exit as end:
+            beacon.finished(end.exit_code)
+            raise
+        beacon.finished(0)
+
+    return run
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
                  options_metavar="[CONFIG] [OPTIONS] [--key value …]", add_help_option=False)
+    @says_its_exit
     def train(
         ctx: typer.Context,
         _help: bool = typer.Option(False, "--help", "-h", is_eager=True, callback=_print_help, expose_value=False,
@@ -266,7 +297,8 @@ def register(app: typer.Typer) -> None:
         debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
                                    "print the traceback after its one line (it is always in the run's error.log)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the config in full and say what it resolves to "
-                                     "(model, task columns, reward functions, steps), then exit: nothing is "
+                                     "(model, task columns, every gold through the verifier, the token budget, "
+                                     "reward functions, steps, then every resolved key), then exit: nothing is "
                                      "downloaded, loaded, trained or written."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded
@@ -311,7 +343,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from grae.eval.backends import NonFiniteLogitsError
-        from grae.train.run import INTERRUPTED_EXIT, DiskFullError, DivergenceError, run_train
+        from grae.train.run import INTERRUPTED_EXIT, BaseWithoutSignal, DiskFullError, DivergenceError, run_train
         from grae.train.threads import apply_threads
 
         cuda = _cuda_training(cfg)
@@ -325,6 +357,10 @@ def register(app: typer.Typer) -> None:
         except ConfigError as err:
             error(console, "error:", err)
             raise typer.Exit(2) from None
+        except BaseWithoutSignal as err:  # the base cannot learn here: said before step 1, nothing trained
+            error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
+                  "takes its directory), or train anyway with --continue-without-signal")
+            raise typer.Exit(1) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
             raise typer.Exit(1) from None
@@ -350,15 +386,15 @@ def register(app: typer.Typer) -> None:
 
         summary = escape(f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s")
         if result.before:
-            table = Table(title=summary)
-            table.add_column("held-out")
-            ks = sorted(result.before)
-            for k in ks:
-                table.add_column(f"pass@{k}", justify="right")
-            table.add_row("base", *[f"{100 * result.before[k]:.1f}" for k in ks])
-            if result.after:
-                table.add_row("trained", *[f"{100 * result.after[k]:.1f}" for k in ks])
-                table.add_row("change", *[f"{100 * (result.after[k] - result.before[k]):+.1f}" for k in ks])
+            from grae.train.heldout_table import heldout_table
+
+            held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n, cfg.eval.seed)
+            table = Table(title=summary, caption=escape(held.caption()))
+            table.add_column("held-out (%)")
+            for row in held.rows:
+                table.add_column(row, justify="right")
+            for k in held.ks:
+                table.add_row(f"pass@{k}", *map(escape, held.cells(k)))
             console.print(table)
         else:
             console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)

@@ -15,7 +15,8 @@ rotating checkpoints would delete them). After a job trains, :func:`evaluate_fro
 snapshot (and ``final/`` for 100 %) on the job's held-out problems into ``eval/frontier/step-N.jsonl``
 — rows of the same format as ``eval/after.jsonl``, so ``grae passk`` reads them. ``frontier_eval:``
 (``{num_problems, n, exact}``) makes these evaluations cheaper than the job's own, or exact (answer
-enumeration, :func:`grae.eval.runner.evaluate_exact`; ``n`` is then the largest k). The study key
+enumeration, or a one-gold task's teacher-forced gold completion: :func:`grae.eval.runner.evaluate_exact`; ``n`` is
+then the largest k). The study key
 ``eval:`` (:class:`grae.compare.grid.CompareConfig`) evaluates 100 % the same way and makes the whole
 report read these rows. Each step's ``step-N.curve.json`` records the settings it was evaluated with
 (a step evaluated with other settings is evaluated again) and its per-problem counts (for exact
@@ -31,8 +32,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from grae.io import atomic_write_json
 
@@ -109,16 +108,27 @@ def counts_record(counts) -> dict[str, Any]:
     return record
 
 
-def counts_from_record(record: dict[str, Any]):
-    """:class:`grae.eval.stats.ProblemCounts` of a curve file (:func:`counts_record`)."""
-    from grae.eval.stats import ProblemCounts
+def counts_from_record(record: dict[str, Any], where: str = "curve"):
+    """:class:`grae.eval.stats.ProblemCounts` of a curve file (:func:`counts_record`), checked as a summary's counts
+    are (:func:`grae.compare.results.counts_from_json`: integers, ``n >= 1``, ``0 <= c <= n``, probabilities in
+    [0, 1]); anything else raises ``ValueError`` naming ``where`` (the file) and the entry."""
+    from grae.compare.results import counts_from_json
 
-    counts = record["counts"]
-    nc = np.array(list(counts.values()), dtype=int).reshape(-1, 2)
-    if "exact" in record:
-        pm = np.array([record["exact"][q] for q in counts], dtype=float).reshape(-1, 2)
-        return ProblemCounts(list(counts), nc[:, 0], pm[:, 0] * nc[:, 0], p=pm[:, 0], mass=pm[:, 1])
-    return ProblemCounts(list(counts), nc[:, 0], nc[:, 1])
+    counts = record.get("counts") if isinstance(record, dict) else None
+    if not isinstance(counts, dict) or not counts or not all(isinstance(v, list) and len(v) == 2 for v in counts.values()):
+        raise ValueError(f"{where}: expected {{\"counts\": {{question id: [n, c]}}}}, the file grae compare writes; "
+                         "delete it to evaluate that step again")
+    exact = record.get("exact")
+    if exact is not None and not (isinstance(exact, dict) and all(isinstance(exact.get(q), list) and len(exact[q]) == 2
+                                                                  for q in counts)):
+        raise ValueError(f"{where}.exact: expected {{question id: [p, mass]}} for every question of counts")
+    ids = list(counts)
+    table: dict[str, Any] = {"q": ids, "n": [counts[q][0] for q in ids]}
+    if exact is None:
+        table["c"] = [counts[q][1] for q in ids]
+    else:
+        table |= {"p": [exact[q][0] for q in ids], "mass": [exact[q][1] for q in ids]}
+    return counts_from_json(table, ids, where)
 
 
 def rows_path(job_dir: Path, step: int) -> Path:
@@ -135,7 +145,6 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
     """Evaluate one finished job at each frontier step (resumable: a step already evaluated with these
     settings is kept); returns ``{step: rows path}``."""
     import torch
-    import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grae.data import get_task
@@ -145,9 +154,10 @@ def evaluate_frontier(job_yaml: Path, fractions: Sequence[float], frontier_eval:
     from grae.train.config import TrainConfig as _TrainConfig
     from grae.train.config import from_dict, validate
     from grae.train.run import evaluate_heldout
+    from grae.yaml_io import load_yaml
 
     job_dir = Path(job_yaml).parent
-    cfg = from_dict(_TrainConfig, yaml.safe_load(Path(job_yaml).read_text()), "")
+    cfg = from_dict(_TrainConfig, load_yaml(Path(job_yaml).read_text()), "")
     validate(cfg)
     settings = step_settings(cfg, frontier_eval)
     exact = is_exact(frontier_eval)
@@ -198,7 +208,7 @@ def collect_frontier(jobs, fractions: Sequence[float], max_steps: int) -> dict[s
         for f, step in steps.items():
             path = curve_path(rows_path(job.output_dir, step))
             if path.exists():
-                counts = counts_from_record(json.loads(path.read_text()))
+                counts = counts_from_record(json.loads(path.read_text()), str(path))
                 data.setdefault(job.method, {}).setdefault(f, {})[job.seed] = counts
     return data
 

@@ -18,6 +18,8 @@ Example (``studies/*.yaml``)::
     frontier_eval: {num_problems: 200, n: 64}  # optional: cheaper held-out settings for those evaluations
     eval: {exact: true}               # optional: compare evaluates every model itself (below)
     paired_against: [base, oracle]    # optional: fixed references paired per problem (oracle: needs eval.exact)
+    # paired_against: [base, temperature_frontier]  # the base's temperature frontier F (needs eval.exact)
+    temperatures: [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]  # optional: F's grid (this is the default)
     selected_by: studies/pilot.yaml   # optional: the selecting study (or its seeds); overlapping seeds are refused
     verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
     rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rules)
@@ -55,6 +57,7 @@ import yaml
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
 from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
+from grae.yaml_io import load_yaml
 
 #: every key of a study file: (the YAML types it takes, what it is); null is taken where a key is optional
 STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
@@ -74,6 +77,7 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
     "frontier_eval": ((dict,), "a mapping {num_problems: N, n: N}"),
     "eval": ((dict,), "a mapping {exact: true|false, num_problems: N, n: N}"),
     "paired_against": ((str, list), "a reference name or a list of them"),
+    "temperatures": ((list,), "a list of temperatures, e.g. [0.2, 0.3, …, 1.2] (the base's temperature frontier)"),
     "selected_by": ((list, str), "a list of seeds or the selecting study's config path"),
     "verdict": ((str,), "text"),
     "rule": ((dict,), "a mapping {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}} or "
@@ -86,7 +90,7 @@ REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
 #: keys with a lower bound: key -> least value
 MINIMUM = {"parallel": 1, "bootstrap": 1}
 #: fixed references every trained arm can be paired against per problem (``paired_against``)
-REFERENCES = ("base", "oracle")
+REFERENCES = ("base", "oracle", "temperature_frontier")
 #: the fewest seeds per method from which a report draws a verdict; below it the study is a pilot
 MIN_VERDICT_SEEDS = 3
 
@@ -126,8 +130,11 @@ class CompareConfig:
     #: compare's own held-out evaluation of every model ({exact, num_problems, n}; module docstring); None = the jobs' own
     eval: dict[str, Any] | None = None
     #: fixed references the arms are paired against per problem (``REFERENCES``): "base", and "oracle" = the
-    #: base's format-only oracle (needs ``eval: {exact: true}``)
+    #: base's format-only oracle (needs ``eval: {exact: true}``), "temperature_frontier" = the base's temperature
+    #: frontier F over ``temperatures`` (grae.compare.temperature_frontier; needs ``eval: {exact: true}``)
     paired_against: list[str] = field(default_factory=lambda: ["base"])
+    #: the temperature frontier's grid (None: grae.compare.temperature_frontier.TEMPERATURES)
+    temperatures: list[float] | None = None
     #: seeds of the study that selected the candidate(s) under test; this study may not reuse them
     selected_by: list[int] = field(default_factory=list)
     #: the study's conclusion, printed under "Verdict"; refused with fewer than MIN_VERDICT_SEEDS seeds
@@ -224,7 +231,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def load_compare_config(path: str | Path) -> CompareConfig:
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = load_yaml(Path(path).read_text()) or {}
     except OSError as err:
         raise ConfigError(f"{path}: cannot read ({err.strerror or err})") from None
     except yaml.YAMLError as err:
@@ -254,6 +261,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                         frontier_eval=_frontier_eval(raw.get("frontier_eval"), "frontier_eval"),
                         eval=_frontier_eval(raw.get("eval"), "eval"))
     cfg.paired_against = _paired_against(raw.get("paired_against", ["base"]), cfg)
+    cfg.temperatures = _temperatures(raw.get("temperatures"), cfg)
     cfg.frontier_methods = _frontier_methods(raw.get("frontier_methods"), cfg)
     cfg.selected_by = _selected_by(raw.get("selected_by"), Path(path))
     reused = sorted(set(cfg.selected_by) & set(seeds))
@@ -270,7 +278,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         raise ConfigError("eval and frontier_eval: choose one (eval's settings apply to the frontier's checkpoints too)")
     if cfg.eval is not None and not cfg.eval:
         raise ConfigError("eval: {} changes nothing; give {exact: true} and/or {num_problems: N, n: N}, or remove it")
-    if cfg.eval and cfg.eval.get("exact"):
+    if (cfg.evaluation() or {}).get("exact"):
         _check_enumerable(cfg)
     evaluated = {}
     for job in cfg.jobs():
@@ -377,7 +385,27 @@ def _paired_against(value, cfg: CompareConfig) -> list[str]:
     if "oracle" in names and not (cfg.eval or {}).get("exact"):
         raise ConfigError("paired_against: oracle needs the base's exact rows (the format-only oracle is the base's "
                           "p / mass per problem): add eval: {exact: true}")
+    if "temperature_frontier" in names and not (cfg.eval or {}).get("exact"):
+        raise ConfigError("paired_against: temperature_frontier needs every arm's exact p per problem (its distance to "
+                          "the base's frontier is taken per seed × problem): add eval: {exact: true}")
     return list(dict.fromkeys(names))
+
+
+def _temperatures(value, cfg: CompareConfig) -> list[float] | None:
+    """``temperatures``: the grid of the base's temperature frontier (``paired_against: temperature_frontier``)."""
+    if value is None:
+        return None
+    from grae.eval.backends import MAX_TEMPERATURE, MIN_TEMPERATURE
+
+    if "temperature_frontier" not in cfg.paired_against:
+        raise ConfigError("temperatures: the grid of the base's temperature frontier, which this study does not trace; "
+                          "add temperature_frontier to paired_against, or remove temperatures")
+    if (len(value) < 2 or len(set(value)) != len(value) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and MIN_TEMPERATURE <= t <= MAX_TEMPERATURE
+            for t in value)):
+        raise ConfigError(f"temperatures: expected at least two distinct temperatures in [{MIN_TEMPERATURE:g}, "
+                          f"{MAX_TEMPERATURE:g}], e.g. [0.2, 0.3, 0.5, 0.7, 1.0, 1.2], got {value!r}")
+    return sorted(float(t) for t in value)
 
 
 def _selected_by(value, source: Path) -> list[int]:
@@ -392,7 +420,7 @@ def _selected_by(value, source: Path) -> list[int]:
     for candidate in (source.parent / value, Path(value)):
         if candidate.is_file():
             try:
-                seeds = (yaml.safe_load(candidate.read_text()) or {}).get("seeds")
+                seeds = (load_yaml(candidate.read_text()) or {}).get("seeds")
             except (OSError, yaml.YAMLError, AttributeError):
                 seeds = None
             if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
@@ -439,16 +467,29 @@ def _frontier_eval(value, key: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-def _check_enumerable(cfg: CompareConfig) -> None:
-    """``eval.exact`` needs a task with a finite answer set (grae.eval.exact); one line naming the field otherwise."""
+def study_exact_by(cfg: CompareConfig) -> str:
+    """How the study's task is evaluated exactly (:func:`grae.eval.exact.exact_by`: an answer set enumerated, or a
+    one-gold task's gold completion teacher-forced); ConfigError naming the field when neither applies."""
     from grae.data import get_task
-    from grae.eval.exact import ExactError, task_answer_set
+    from grae.eval.exact import ExactError, exact_by
 
+    key = "eval.exact" if cfg.eval else "frontier_eval.exact"
     config = cfg.train_config(cfg.jobs()[0])
     try:
-        task_answer_set(get_task(config.task.name, **config.task.params))
+        return exact_by(get_task(config.task.name, **config.task.params))
     except ExactError as err:
-        raise ConfigError(f"eval.exact: {err}; drop eval.exact to evaluate by sampling") from None
+        raise ConfigError(f"{key}: {err}; drop {key} to evaluate by sampling") from None
+
+
+def _check_enumerable(cfg: CompareConfig) -> None:
+    """``eval.exact`` (or ``frontier_eval.exact``) needs a task with a finite answer set or one gold completion
+    (:func:`study_exact_by`); the format-only oracle exists only for an answer set; one line naming the field
+    otherwise."""
+    from grae.eval.exact import BY_GOLD
+
+    if study_exact_by(cfg) == BY_GOLD and "oracle" in cfg.paired_against:
+        raise ConfigError("paired_against: oracle: the task's exact p teacher-forces its one gold completion, so there "
+                          "is no answer format to renormalise to (p / mass = 1); remove oracle")
     for job in cfg.jobs():  # exact pass@k is over the sampling distribution: greedy decoding has none
         temperature = cfg.train_config(job).eval.temperature
         if temperature <= 0:
@@ -465,7 +506,7 @@ def check_job_dir(job: Job, config: TrainConfig) -> None:
     where = f"method {job.method!r} seed {job.seed}: {job.output_dir}"
     fix = "rename the method, or use another output_dir/jobs_dir"
     recorded = job.output_dir / "job.yaml"
-    if recorded.exists() and with_defaults(yaml.safe_load(recorded.read_text())) != to_dict(config):
+    if recorded.exists() and with_defaults(load_yaml(recorded.read_text())) != to_dict(config):
         raise ConfigError(f"{where} holds a run with a different config ({recorded}); {fix}")
     try:
         record = owner(job.output_dir)

@@ -21,8 +21,12 @@ from grae.compare.machines import blocking, blocking_line
 from grae.compare.results import INVOCATIONS, JobResult, StudyResults, gather, write_summary
 from grae.compare.stats import (
     Interval,
+    difference_interval,
     holm_intervals,
+    interval_text,
     method_passk,
+    n_note,
+    p_text,
     paired_differences,
     proportion_interval,
     two_level_bootstrap,
@@ -44,16 +48,15 @@ def render(results: StudyResults, out: Path) -> Path:
     return write_heldout_report(results, out) if results.study.heldout else write_training_report(results, out)
 
 
-def _fmt(iv: Interval, scale: float = 100.0) -> str:
-    return f"{scale * iv.mean:.1f} [{scale * iv.lo:.1f}, {scale * iv.hi:.1f}]"
-
-
 def write_training_report(results: StudyResults, out: Path) -> Path:
     """``report.md`` of a training-only study (every job ran with ``eval.enabled: false`` and the study
     has no ``eval`` key): budget, training dynamics and pass@k on the training batches, no held-out table."""
     plot_dynamics(results, out / "dynamics.png")
+    from grae.compare.summary import training_summary
+
     allocation = update_allocation(results)
-    lines = heading_lines(results)
+    heading = heading_lines(results)
+    lines = [*heading[:2], *training_summary(results), "", *heading[2:]]
     lines += budget_lines(results, ["- held-out: none (training-only study: every job ran with `eval.enabled: "
                                     "false` and the study has no `eval` key; `eval: {n: N}` would evaluate every "
                                     "final model)"])
@@ -117,7 +120,11 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         sections = kind.lines(outcome, study.baseline) + sections
     first = results.jobs[study.methods[0]][study.seeds[0]].final
     n_min = min(int(c.n.min()) for by_seed in finals.values() for c in by_seed.values())
-    lines = ([rule["answer"], ""] if rule else []) + heading_lines(results)
+    from grae.compare.summary import plain_summary
+
+    heading = heading_lines(results)
+    summary = [*plain_summary(results, per_method, diffs, ruled=rule is not None), ""]
+    lines = ([rule["answer"], "", *summary, *heading] if rule else [*heading[:2], *summary, *heading[2:]])
     lines += budget_lines(results, [
         f"- held-out: {first.num_problems} problems × "
         + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
@@ -131,15 +138,19 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         "|---|" + "---|" * len(ks),
     ]
     if base:
-        lines.append("| base model | " + " | ".join(_fmt(base[k]) for k in ks) + " |")
+        lines.append("| base model | " + " | ".join(interval_text(base[k]) for k in ks) + " |")
         lines += reference_rows(results, ks)
     for m, r in per_method.items():
-        lines.append(f"| {m} | " + " | ".join(_fmt(r[k]) for k in ks) + " |")
+        lines.append(f"| {m} | " + " | ".join(interval_text(r[k]) for k in ks) + " |")
     if base:
         lines += large_k_lines(results, base, ks)
     lines += sections
     lines += exact_sampled_lines(results, ks)
     lines += frontier_section(results, out)
+    from grae.compare.temperature_report import temperature_section
+
+    temperature_lines, temperature_summary = temperature_section(results)
+    lines += temperature_lines
     lines += memorisation_section(results)
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
@@ -156,13 +167,15 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         "holm": holm,
         "pilot": pilot_reason(len(study.seeds)),
         "update_allocation": allocation,
-        "baseline": study.baseline, "seeds": study.seeds, **({"rule": rule} if rule else {})}, results)
+        "baseline": study.baseline, "seeds": study.seeds, **({"rule": rule} if rule else {}),
+        **({"temperature_frontier": temperature_summary} if temperature_summary else {})}, results)
     return report
 
 
 def intervals_of(values: dict[str, np.ndarray], ks) -> dict[str, dict[int, Interval]]:
-    """``{arm: [seeds, problems, ks] differences}`` → ``{arm: {k: crossed interval}}``."""
-    return {m: dict(zip((int(k) for k in ks), two_level_bootstrap(v))) for m, v in values.items()}
+    """``{arm: [seeds, problems, ks] differences}`` → ``{arm: {k: crossed interval}}`` (at n where the cells agree
+    exactly: :func:`grae.compare.stats.difference_interval`)."""
+    return {m: dict(zip((int(k) for k in ks), difference_interval(v))) for m, v in values.items()}
 
 
 def paired_section(title: str, explanation: list[str], values: dict[str, np.ndarray], ks, holm: dict[str, dict],
@@ -180,7 +193,7 @@ def paired_section(title: str, explanation: list[str], values: dict[str, np.ndar
                   "Holm step's level, so it excludes 0 exactly where the adjusted two-sided p is below 0.05 "
                   "(grae.compare.stats.holm_intervals).", "", *header]
         lines += [f"| {m} | " + " | ".join(f"{difference(d[k])} "
-                                           f"p_holm={d[k].p_holm:.2f}" for k in ks) + " |" for m, d in adjusted.items()]
+                                           f"{p_text(d[k].p_holm, 'p_holm')}" for k in ks) + " |" for m, d in adjusted.items()]
     return lines
 
 
@@ -272,14 +285,23 @@ def heading_lines(results: StudyResults) -> list[str]:
 def per_method_budget(results: StudyResults) -> list[str]:
     """Steps, generated completions and training wall time per method (means over seeds): where methods
     spend rollouts differently (dynamic sampling), equal steps are not equal budgets."""
-    lines = ["", "| method | steps | generated completions | training wall time (s) |", "|---|---|---|---|"]
+    lines = ["", "| method | steps | generated completions | training wall time (s) | ran on (load at the end) |",
+             "|---|---|---|---|---|"]
     for method, by_seed in results.jobs.items():
         steps = [j.steps for j in by_seed.values() if j.steps is not None]
         generated = [j.generated for j in by_seed.values() if j.generated is not None]
         seconds = [j.counted_seconds for j in by_seed.values() if not math.isnan(j.counted_seconds)]
         lines.append(f"| {method} | {np.mean(steps):.1f} | " + (f"{np.mean(generated):,.0f}" if generated else "–")
-                     + f" | {np.mean(seconds):.0f} |")
-    return lines
+                     + f" | {np.mean(seconds):.0f} | {machines_cell(list(by_seed.values()))} |")
+    return lines + ["", "A wall time is the machine's and its load's as much as the method's: compare methods' "
+                    "times only where they ran on the same machine under a like load."]
+
+
+def machines_cell(jobs: list[JobResult]) -> str:
+    """What a method's jobs trained on and under: ``cpu (AMD EPYC 7B13, 1 thread), load 5.2 on 2 CPUs`` (each
+    distinct one once); ``not recorded`` for jobs from before grae recorded it."""
+    seen = list(dict.fromkeys(", ".join(filter(None, [j.device, j.load])) or "not recorded" for j in jobs))
+    return "; ".join(seen)
 
 
 def budget_lines(results: StudyResults, heldout: list[str]) -> list[str]:
@@ -372,12 +394,11 @@ def difference(iv: Interval) -> str:
     """``+3.0 [-35.1, +41.1]``: a difference of two proportions in points, its interval shown inside [−100, +100]
     (the range of such a difference; at 2 seeds t_1 = 12.7 can reach past it). Only the display: p, Holm and the
     decision rules read the interval as computed."""
-    return f"{100 * iv.mean:+.1f} [{100 * max(iv.lo, -1.0):+.1f}, {100 * min(iv.hi, 1.0):+.1f}]"
+    return f"{100 * iv.mean:+.1f} [{100 * max(iv.lo, -1.0):+.1f}, {100 * min(iv.hi, 1.0):+.1f}]" + n_note(iv.n_eff)
 
 
 def difference_row(method: str, d: dict[int, Interval], ks) -> str:
-    return f"| {method} | " + " | ".join(f"{difference(d[k])} "
-                                          f"p={d[k].p_opposite:.2f}" for k in ks) + " |"
+    return f"| {method} | " + " | ".join(f"{difference(d[k])} {p_text(d[k].p_opposite)}" for k in ks) + " |"
 
 
 def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: list[str]) -> None:
@@ -407,8 +428,9 @@ def invocations_line(rows: list[dict], num_jobs: int, shared_jobs_dir: bool | No
 
 
 def devices_line(jobs: list[JobResult]) -> list[str]:
-    """Budget line: what trained the jobs (each job's ``eval/summary.json``); none when no job recorded it."""
-    recorded = Counter(j.device for j in jobs if j.device is not None)
+    """Budget line: what trained the jobs and the machine's load at each one's end (each job's
+    ``eval/summary.json``); none when no job recorded it."""
+    recorded = Counter(", ".join(filter(None, [j.device, j.load])) for j in jobs if j.device is not None)
     if not recorded:
         return []
     parts = [f"{n} on {device}" for device, n in sorted(recorded.items(), key=lambda item: (-item[1], item[0]))]

@@ -100,6 +100,8 @@ class JobResult:
     #: what trained it (``eval/summary.json``'s ``device``, grae.train.run.device_label); None for a job
     #: trained before grae recorded it
     device: str | None = None
+    #: the machine's load its wall time ran under (``eval/summary.json``'s ``load``, grae.train.run.load_label)
+    load: str | None = None
     #: the summed ``step_time`` of every logged step (``metrics.jsonl``: each process's steps); None in tables
     #: from before issue 45
     logged_seconds: float | None = None
@@ -182,18 +184,82 @@ def gather(cfg: CompareConfig) -> StudyResults:
                      unrecorded_devices={str(s): kind for s, kind in cfg.unrecorded_devices.items()} or None)
     base_rows = {name: _rows(cfg.output_dir / "base" / name) for name in BASE_FILES}
     base_files = {name: _counts(rows) for name, rows in base_rows.items() if rows is not None}
-    results = StudyResults(info, {}, base_files, invocations=read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True))
+    invocations = checked_invocations(read_jsonl(cfg.output_dir / INVOCATIONS, missing_ok=True), info,
+                                      str(cfg.output_dir / INVOCATIONS))
+    results = StudyResults(info, {}, base_files, invocations=invocations)
     base_name = "frontier.jsonl" if cfg.eval else "before.jsonl"
     if results.base is not None and results.base.exact:
         from grae.eval.exact import reference_counts
 
         results.references = reference_counts(results.base, base_rows[base_name])
+    if "temperature_frontier" in cfg.paired_against:
+        from grae.compare.temperature_frontier import read_base_temperatures
+
+        results.base_files.update(read_base_temperatures(cfg.output_dir / "base" / "temperature_frontier.json"))
     for job in jobs:
         results.jobs.setdefault(job.method, {})[job.seed] = _job_result(cfg, job, configs[job.method, job.seed],
                                                                         base_rows["before.jsonl"])
     if cfg.frontier:
         results.frontier = _frontier(cfg, jobs, configs[jobs[0].method, jobs[0].seed].max_steps)
     return results
+
+
+def job_names(study: StudyInfo) -> set[str]:
+    """The names ``invocations.jsonl`` gives the study's jobs (``<method>/seed<s>``, grae.compare.runner.run_jobs)."""
+    return {f"{m}/seed{s}" for m in study.methods for s in study.seeds}
+
+
+def checked_invocations(rows: Any, study: StudyInfo, where: str) -> list[dict[str, Any]]:
+    """``invocations.jsonl``'s rows (:data:`INVOCATIONS`), each checked: ``started`` and ``wall_seconds`` finite
+    numbers (``wall_seconds >= 0``), ``jobs_run`` a list of the study's job names. Anything else raises
+    ``ValueError`` naming ``where`` and the row: the report's wall time is never computed from junk."""
+    if not isinstance(rows, list):
+        raise ValueError(f"{where}: expected a list of invocation rows, got {_short(rows)}")
+    names = job_names(study)
+    for i, row in enumerate(rows, start=1):
+        here = f"{where}: row {i}"
+        if not isinstance(row, dict):
+            raise ValueError(f"{here}: expected {{started, wall_seconds, jobs_run}}, got {_short(row)}")
+        for key in ("started", "wall_seconds"):
+            value = row.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or (
+                    key == "wall_seconds" and value < 0):
+                raise ValueError(f"{here}: {key} is a finite number{' >= 0' if key == 'wall_seconds' else ''}, got "
+                                 f"{_short(value)}")
+        run = row.get("jobs_run")
+        if not isinstance(run, list) or not all(isinstance(j, str) for j in run):
+            raise ValueError(f"{here}: jobs_run is a list of job names (method/seedN), got {_short(run)}")
+        foreign = [j for j in run if j not in names]
+        if foreign:
+            raise ValueError(f"{here}: jobs_run names {foreign[0]!r}, not a job of this study "
+                             f"({len(study.methods)} methods × seeds {study.seeds})")
+    return rows
+
+
+def _check_design(study: StudyInfo, jobs: dict[str, dict[int, JobResult]],
+                  frontier: dict[str, dict[float, FrontierCheckpoint]]) -> None:
+    """The table's jobs are exactly the study's methods × seeds (and its frontier seeds among them): a table with
+    a seed removed or added would render other numbers under the study's seed list."""
+    methods, seeds = study.methods, study.seeds
+    if (not isinstance(seeds, list) or not seeds or not all(_is_int(s) for s in seeds) or len(set(seeds)) != len(seeds)
+            or not isinstance(methods, list) or not methods or len(set(methods)) != len(methods)):
+        raise ValueError(f"results.study: seeds and methods are non-empty lists without repeats, got seeds "
+                         f"{_short(seeds)}, methods {_short(methods)}")
+    if set(jobs) != set(methods):
+        raise ValueError(f"results.jobs: methods {list(jobs)}, the study's are {list(methods)}")
+    for m, by_seed in jobs.items():
+        if sorted(by_seed) != sorted(seeds):
+            missing, extra = sorted(set(seeds) - set(by_seed)), sorted(set(by_seed) - set(seeds))
+            raise ValueError(f"results.jobs.{m}: seeds {sorted(by_seed)}, the study's are {sorted(seeds)}"
+                             + (f" (missing {missing})" if missing else "") + (f" (not in it {extra})" if extra else ""))
+    if study.num_jobs != len(methods) * len(seeds):
+        raise ValueError(f"results.study.num_jobs: {study.num_jobs}, the study has {len(methods)} × {len(seeds)} jobs")
+    for m, by_f in frontier.items():
+        for f, cp in by_f.items():
+            outside = sorted({*cp.n_min, *cp.shared, *(cp.counts or {})} - set(seeds))
+            if m not in methods or outside:
+                raise ValueError(f"results.frontier.{m}.{f}: " + (f"seeds {outside} are not the study's {seeds}"
+                                                                  if outside else "not a method of the study"))
 
 
 def _rows(path: Path) -> list[dict] | None:
@@ -222,6 +288,7 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
     result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
                        train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
                        generated=summary.get("generated_completions"), device=summary.get("device"),
+                       load=summary.get("load"),
                        logged_seconds=float(sum(r.get("step_time") or 0.0 for r in rows)) if rows else None)
     if after is not None:
         if (cfg.eval or {}).get("exact"):
@@ -241,7 +308,7 @@ def final_counts(cfg: CompareConfig, job: Job, config: TrainConfig) -> ProblemCo
     if not step_done(rows, step_settings(config, cfg.eval)):
         raise FileNotFoundError(f"{job.method} seed {job.seed}: no rows of the study's eval settings {cfg.eval} for "
                                 f"its final model ({curve_path(rows)}); run grae compare without --report-only")
-    return counts_from_record(json.loads(curve_path(rows).read_text()))
+    return counts_from_record(json.loads(curve_path(rows).read_text()), str(curve_path(rows)))
 
 
 def _memorisation(config: TrainConfig, metrics: list[dict], after: list[dict],
@@ -359,7 +426,7 @@ def to_json(results: StudyResults) -> dict[str, Any]:
         "problems": problems,
         "jobs": {m: {str(s): {"final": counts(j.final), "sampled": counts(j.sampled), "train_seconds": j.train_seconds,
                               "steps": j.steps, "generated": j.generated, "memorisation": j.memorisation,
-                              "metrics": j.metrics, "device": j.device,
+                              "metrics": j.metrics, "device": j.device, **({"load": j.load} if j.load else {}),
                               **({"logged_seconds": j.logged_seconds} if j.logged_seconds is not None else {})}
                           for s, j in by_seed.items()}
                  for m, by_seed in results.jobs.items()},
@@ -411,7 +478,7 @@ def _from_checked_json(data: dict[str, Any]) -> StudyResults:
                                   steps=number(j["steps"], f"results.jobs.{m}.{s}.steps", optional=True),
                                   generated=number(j["generated"], f"results.jobs.{m}.{s}.generated", optional=True),
                                   sampled=counts(j["sampled"], f"results.jobs.{m}.{s}.sampled"),
-                                  memorisation=j["memorisation"], device=j.get("device"),
+                                  memorisation=j["memorisation"], device=j.get("device"), load=j.get("load"),
                                   logged_seconds=number(j.get("logged_seconds"), f"results.jobs.{m}.{s}.logged_seconds",
                                                         optional=True))
                  for s, j in by_seed.items()}
@@ -421,10 +488,12 @@ def _from_checked_json(data: dict[str, Any]) -> StudyResults:
                                                  {int(s): counts(c, f"results.frontier.{m}.{f}.counts.{s}")
                                                   for s, c in cp["counts"].items()} if "counts" in cp else None)
                     for f, cp in by_f.items()} for m, by_f in data["frontier"].items()}
-    return StudyResults(StudyInfo(**data["study"]), jobs,
+    study = StudyInfo(**data["study"])
+    _check_design(study, jobs, frontier)
+    return StudyResults(study, jobs,
                         {name: counts(c, f"results.base_files.{name}") for name, c in data["base_files"].items()},
                         {name: counts(c, f"results.references.{name}") for name, c in data["references"].items()},
-                        frontier, list(data["invocations"]))
+                        frontier, checked_invocations(data["invocations"], study, "results.invocations"))
 
 
 def write_summary(path: Path, summary: dict[str, Any], results: StudyResults) -> Path:

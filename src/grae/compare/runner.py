@@ -23,6 +23,7 @@ next sitting). A second signal is passed on too: the jobs then stop at once (``g
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -160,6 +161,8 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
         + (f" (seeds {', '.join(map(str, seeds))} only)" if seeds is not None else ""))
     if evaluated and cfg.evaluation():  # the base model with the study's own settings (resumable)
         base_frontier_evaluation(cfg, jobs[0], log)
+    if "temperature_frontier" in cfg.paired_against:
+        base_temperature_evaluation(cfg, jobs[0], log)
     if not pending:
         return {}
     trains = [j for j in pending if not (j.output_dir / "final").exists()]  # not those only left to evaluate
@@ -298,6 +301,38 @@ def base_frontier_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
         _evaluate_base(config, path, lambda line: log("base frontier " + line), exact=is_exact(cfg.evaluation()))
         atomic_write_json(curve_path(path), {"step": 0, "settings": settings,
                                              **counts_record(count_problems(read_rows(path)))})
+    return path
+
+
+def base_temperature_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
+    """The base model's exact p per held-out problem at each temperature of the study's grid, into
+    ``<output_dir>/base/temperature_frontier.json`` (grae.compare.temperature_frontier; kept while its settings hold)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grae.compare.frontier import frontier_eval_config
+    from grae.compare.temperature_frontier import TEMPERATURES, base_temperature_p
+    from grae.data import get_task
+    from grae.eval.identity import model_identity
+    from grae.presets import resolve_model
+
+    config = frontier_eval_config(cfg.train_config(job), cfg.evaluation())
+    path = cfg.output_dir / "base" / "temperature_frontier.json"
+    model_path = resolve_model(config.model)
+    settings = {"temperatures": list(cfg.temperatures or TEMPERATURES), "top_p": config.eval.top_p,
+                "max_tokens": config.eval.max_tokens, "num_problems": config.eval.num_problems,
+                "identity": model_identity(config.model, model_path)}
+    if path.exists() and json.loads(path.read_text()).get("settings") == settings:
+        return path
+    task = get_task(config.task.name, **config.task.params)
+    examples = task.heldout(config.eval.num_problems)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    log(f"base temperature frontier: {len(examples)} problems × {len(settings['temperatures'])} temperatures, exact")
+    p = base_temperature_p(model, tokenizer, examples, task, settings["temperatures"], top_p=settings["top_p"],
+                           max_tokens=settings["max_tokens"])
+    atomic_write_json(path, {"settings": settings, "question_ids": [str(e["question_id"]) for e in examples],
+                             "p": {repr(t): v.tolist() for t, v in p.items()}})
     return path
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
-from grae.eval.stats import ProblemCounts, per_problem_passk
+from grae.eval.stats import ProblemCounts, bounds_at_n, per_problem_passk
 
 
 @dataclass
@@ -58,6 +58,9 @@ class Interval:
     p_opposite: float = float("nan")
     #: for differences in a family of several arms (:func:`holm_intervals`): Holm's adjusted two-sided p
     p_holm: float = float("nan")
+    #: set where the values left no spread to estimate from (every cell equal: seeds that agree exactly, every
+    #: problem at 0 or 100 %): the interval is the binomial one at this n (grae.eval.stats.bounds_at_n)
+    n_eff: int | None = None
 
 
 def stack_passk(per_seed: Sequence[ProblemCounts], ks: Sequence[int]) -> tuple[np.ndarray, list[str]]:
@@ -138,7 +141,7 @@ def crossed_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
     return out
 
 
-def proportion_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
+def proportion_interval(values: np.ndarray, level: float = 0.95, *, outcomes: int = 1) -> list[Interval]:
     """``values[seeds, problems, ks]`` of proportions (pass@k in [0, 1]) → one interval per k for their grand
     mean that stays inside [0, 1]: the crossed interval built on the logit scale.
 
@@ -149,14 +152,58 @@ def proportion_interval(values: np.ndarray, level: float = 0.95) -> list[Interva
         expit(logit(p) ± t_ν·√V / (p·(1 − p))),
 
     inside (0, 1) for every V, ≈ mean ± t_ν·√V where √V is small against p(1 − p), and longer on the side away
-    from the nearer bound. The mean is unchanged; V = 0 (or p at 0 or 1, which needs V = 0) gives [p, p].
+    from the nearer bound. The mean is unchanged. V = 0 (every cell equal: p at 0 or 1, or seeds that agree
+    exactly on one column; or both one-way parts estimated at 0) would give [p, p]; there the interval is the
+    binomial one at the n the mean rests on (:func:`grae.eval.stats.bounds_at_n`: one-sided at 0 or 1, Wilson's
+    inside), n = the problems P, or with one problem (a column of training-batch fractions) the seeds × the 0/1
+    ``outcomes`` behind each seed's value.
     Coverage on simulated studies, beside the symmetric interval's and Wilson's at the same V: docs/compare.md
     (``python bench/bench_interval_coverage.py --bounded``). Only the shown intervals of a method's own pass@k
     use it: paired differences and every decision rule keep :func:`crossed_interval`."""
     point = values.mean(axis=(0, 1))
     variance, dof = crossed_variance(values)
     lo, hi = logit_bounds(point, variance, student_t.ppf(0.5 + level / 2, dof))
-    return [Interval(float(m), float(a), float(b)) for m, a, b in zip(point, lo, hi)]
+    n_eff = effective_n(values, outcomes)
+    return [Interval(float(m), float(a), float(b)) if v > 0 else
+            Interval(float(m), *bounds_at_n(float(m), n_eff, level), n_eff=n_eff)
+            for m, a, b, v in zip(point, lo, hi, variance)]
+
+
+def interval_text(iv: Interval, scale: float = 100.0) -> str:
+    """``81.2 [57.2, 93.4]`` as the report tables show a proportion; ``100.0 [68.8, 100.0] (n=8)`` where the interval
+    rests on its effective n alone (:attr:`Interval.n_eff`)."""
+    return f"{scale * iv.mean:.1f} [{scale * iv.lo:.1f}, {scale * iv.hi:.1f}]" + n_note(iv.n_eff)
+
+
+def n_note(n_eff: int | None) -> str:
+    """`` (n=8)`` after an interval that rests on its effective n alone; "" otherwise."""
+    return "" if n_eff is None else f" (n={n_eff})"
+
+
+def p_text(p: float, name: str = "p") -> str:
+    """``p=0.03``, ``p<0.005`` below what two decimals show (never ``p=0.00``), ``p=nan`` where there is none."""
+    return f"{name}<0.005" if p < 0.005 else f"{name}={p:.2f}"
+
+
+def effective_n(values: np.ndarray, outcomes: int = 1) -> int:
+    """The n a mean of ``values[seeds, problems, ks]`` rests on where its spread cannot be estimated: the
+    problems (every seed answers the same ones), or with one problem the seeds × ``outcomes`` each."""
+    n_seeds, n_problems, _ = values.shape
+    return n_problems if n_problems > 1 else n_seeds * max(int(outcomes), 1)
+
+
+def difference_interval(values: np.ndarray, level: float = 0.95) -> list[Interval]:
+    """:func:`crossed_interval` of ``[seeds, problems, ks]`` paired differences as the reports show them: where
+    every cell is equal (0: the two agree on every problem) the interval is the binomial one at the effective n
+    (:func:`grae.eval.stats.bounds_at_n`), not [0, 0]. Decision rules keep :func:`crossed_interval`."""
+    out = crossed_interval(values, level)
+    n_eff = effective_n(values)
+    for iv, variance in zip(out, crossed_variance(values)[0]):
+        if variance <= 0:
+            lo, hi = bounds_at_n(iv.mean, n_eff, level, difference=True)
+            if (lo, hi) != (iv.mean, iv.mean):
+                iv.lo, iv.hi, iv.n_eff = lo, hi, n_eff
+    return out
 
 
 def logit_bounds(mean: np.ndarray, variance: np.ndarray, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
@@ -262,10 +309,12 @@ def holm_intervals(differences: dict[str, np.ndarray], ks: Sequence[int], level:
 
 
 def curve_bands(series: Sequence[Sequence[float | None]], level: float = 0.95, *, proportion: bool = False,
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                lower: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-step mean and a t_{S−1} band over seeds for training curves ``[seeds][steps]`` (the same seed-level fix).
-    ``proportion``: the curves are fractions (ACR, a share of groups) and the band is built on the logit scale
-    at the same variance and t (:func:`logit_bounds`), inside [0, 1]."""
+    ``proportion``: the curves are fractions (ACR, a share of groups, a 0/1 reward's batch mean) and the band is
+    built on the logit scale at the same variance and t (:func:`logit_bounds`), inside [0, 1]. ``lower``: the
+    curves cannot go below it (entropy, an advantage mass: 0) and the band is built on the log scale of
+    x − lower by the same delta method, above it."""
     length = min(len(s) for s in series)
     arr = np.array([[np.nan if v is None else v for v in s[:length]] for s in series], dtype=float)
     mean = np.nanmean(arr, axis=0)
@@ -275,4 +324,10 @@ def curve_bands(series: Sequence[Sequence[float | None]], level: float = 0.95, *
     if proportion:
         return (mean, *logit_bounds(mean, sd ** 2 / n, t))
     half = t * sd / np.sqrt(n)
+    if lower is not None:
+        above = mean - lower
+        inside = (above > 0) & (half > 0)
+        scale = np.where(inside, above, 1.0)
+        factor = np.exp(np.where(inside, half / scale, 0.0))
+        return mean, np.where(inside, lower + scale / factor, mean), np.where(inside, lower + scale * factor, mean)
     return mean, mean - half, mean + half

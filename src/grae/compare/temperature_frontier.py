@@ -20,8 +20,10 @@ each arm, seeds × problems); :func:`base_temperature_p` traces the base's p.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,6 +138,25 @@ def base_temperature_p(model, tokenizer, examples: Sequence[dict[str, Any]], tas
 
     return {float(t): gold_probs(model, tokenizer, examples, task, temperature=float(t), top_p=top_p,
                                  max_tokens=max_tokens) for t in temperatures}
+
+
+#: the base's counts at temperature T are ``StudyResults.base_files[f"{PREFIX}{T!r}"]`` (compare's tables)
+PREFIX = "temperature "
+
+
+def read_base_temperatures(path: Path) -> dict[str, ProblemCounts]:
+    """``{PREFIX + T: exact counts}`` of the file compare writes (grae.compare.runner.base_temperature_evaluation);
+    FileNotFoundError naming the fix when it is missing."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the base's temperature frontier was not traced; run grae compare without "
+                                "--report-only (paired_against: temperature_frontier)")
+    data = json.loads(path.read_text())
+    return {PREFIX + repr(float(t)): exact_counts(np.array(p), data["question_ids"]) for t, p in data["p"].items()}
+
+
+def base_temperatures(base_files: Mapping[str, ProblemCounts]) -> dict[float, ProblemCounts]:
+    """The base's counts per temperature among a study's base files (empty when it traced no frontier)."""
+    return {float(name[len(PREFIX):]): c for name, c in base_files.items() if name.startswith(PREFIX)}
 
 
 def frontier_table(frontier: TemperatureFrontier) -> list[str]:

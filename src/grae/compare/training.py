@@ -10,13 +10,18 @@ from pathlib import Path
 import numpy as np
 
 from grae.compare.results import ALLOCATION_KEYS, DYNAMICS_KEYS, JobResult, StudyResults
-from grae.compare.stats import Interval, curve_bands, proportion_interval
+from grae.compare.stats import Interval, curve_bands, interval_text, proportion_interval
 
 DYNAMICS = list(zip(DYNAMICS_KEYS, ("reward (batch mean)", "entropy", "ACR", "fraction of all-correct groups",
                                     "fraction of all-wrong groups", "negative advantage mass")))
 TRAINING_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 #: dynamics that are shares of groups: their bands over seeds stay in [0, 1] (stats.curve_bands)
 FRACTION_KEYS = ("acr", "frac_all_correct", "frac_all_wrong")
+#: dynamics that are shares where every logged value is in [0, 1] (the batch mean of a 0/1 reward); a shaped
+#: reward outside it keeps the plain band
+FRACTION_IF_INSIDE = ("reward_mean",)
+#: dynamics that cannot go below 0: their bands stay above it (stats.curve_bands' ``lower``)
+NONNEGATIVE_KEYS = ("entropy", "adv_neg_mass")
 
 #: Where an estimator spends its update over training (grae.metrics.batch_diagnostics): the batch mean
 #: reward ω (A-GRAE's training state), A-GRAE's positive-advantage factor min(1, ω/α), and Σ|A| per
@@ -24,10 +29,6 @@ FRACTION_KEYS = ("acr", "frac_all_correct", "frac_all_wrong")
 #: (Yu et al. 2026 §5.1) shows as the hard/easy ratio rising with ω. (The table keeps each key as logged,
 #: or under ``grae/<key>``.)
 ALLOCATION = tuple(zip(ALLOCATION_KEYS, ("ω", "min(1, ω/α)", "Σ|A| hard (p < 0.25)", "Σ|A| easy (p ≥ 0.75)")))
-
-
-def _fmt(iv: Interval, scale: float = 100.0) -> str:
-    return f"{scale * iv.mean:.1f} [{scale * iv.lo:.1f}, {scale * iv.hi:.1f}]"
 
 
 def at_fractions(vals: list[float]) -> list[float]:
@@ -73,24 +74,30 @@ def update_allocation_lines(allocation: dict[str, dict[str, list[float]]]) -> li
     return lines + [""]
 
 
-def training_passk(jobs: Sequence[JobResult], group_size: int, draws: int = 2000) -> dict[str, list[Interval]]:
+def training_passk(jobs: Sequence[JobResult], group_size: int, draws: int = 2000,
+                   per_step: int | None = None) -> dict[str, list[Interval]]:
     """pass@1 and pass@G of the training batches at 25/50/75/100 % of training, with an interval over seeds
-    inside [0, 1] (stats.proportion_interval; ``draws`` unused).
+    inside [0, 1] (stats.proportion_interval; ``draws`` unused). Where the seeds agree exactly (or sit at 0 or
+    1) the interval is the binomial one at the completions (pass@1) or groups (pass@G) the seeds' windows hold,
+    ``per_step`` completions a step (unknown: one a seed).
 
     With 0/1 rewards a group of G samples is an unbiased pass@k sample for k ≤ G: pass@1 is the batch
     mean reward and pass@G is 1 − the fraction of all-wrong groups. Each seed's value at a fraction f is
     its mean over the last 10 % of steps up to f·steps.
     """
     out: dict[str, list[Interval]] = {}
-    for name, key, transform in (("pass@1", "reward_mean", lambda v: v),
-                                 (f"pass@{group_size}", "frac_all_wrong", lambda v: 1 - v)):
-        per_seed = []  # [seeds, fractions]
+    for name, key, transform, per_window_step in (("pass@1", "reward_mean", lambda v: v, per_step),
+                                                  (f"pass@{group_size}", "frac_all_wrong", lambda v: 1 - v,
+                                                   per_step // group_size if per_step else None)):
+        per_seed, windows = [], []  # [seeds, fractions]; steps averaged per cell
         for job in jobs:
             vals = [transform(v) for v in job.series(key) if v is not None]
             if vals:
                 per_seed.append(at_fractions(vals))
+                windows.append(max(1, len(vals) // 10))
         if per_seed:
-            out[name] = proportion_interval(np.array(per_seed)[:, None, :])
+            outcomes = min(windows) * per_window_step if per_window_step else 1
+            out[name] = proportion_interval(np.array(per_seed)[:, None, :], outcomes=outcomes)
     return out
 
 
@@ -102,12 +109,13 @@ def training_passk_lines(results: StudyResults) -> list[str]:
              f"pass@{group_size} (1 − fraction of all-wrong groups); each cell averages the last 10% of steps up to "
              "that point.", "", "| method | k | " + header + " |", "|---|---|" + "---|" * len(TRAINING_FRACTIONS)]
     for m, by_seed in results.jobs.items():
-        for name, intervals in training_passk(list(by_seed.values()), group_size, results.study.bootstrap).items():
-            lines.append(f"| {m} | {name} | " + " | ".join(_fmt(iv) for iv in intervals) + " |")
+        for name, intervals in training_passk(list(by_seed.values()), group_size, results.study.bootstrap,
+                                              results.study.per_step).items():
+            lines.append(f"| {m} | {name} | " + " | ".join(interval_text(iv) for iv in intervals) + " |")
     return lines + [""]
 
 
-def _early_late(jobs: Sequence[JobResult], key: str) -> tuple[float, float]:
+def early_late(jobs: Sequence[JobResult], key: str) -> tuple[float, float]:
     early, late = [], []
     for job in jobs:
         vals = [v for v in job.series(key) if v is not None]
@@ -127,7 +135,7 @@ def dynamics_lines(results: StudyResults, allocation: dict[str, dict[str, list[f
     for m, by_seed in results.jobs.items():
         cells = []
         for key, _ in DYNAMICS[:4]:
-            early, late = _early_late(list(by_seed.values()), key)
+            early, late = early_late(list(by_seed.values()), key)
             cells.append(f"{early:.3f} → {late:.3f}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "![dynamics](dynamics.png)", ""]
@@ -159,13 +167,10 @@ def plot_dynamics(results: StudyResults, path: Path) -> Path:
     panels = [(key, label) for key, label in DYNAMICS if key != "acr"]
     for ax in axes.ravel()[len(panels):]:
         ax.set_axis_off()
+    bands = dynamics_bands(results)
     for ax, (key, label) in zip(axes.ravel(), panels):
-        for method, by_seed in results.jobs.items():
-            series = [_smooth(job.series(key)) for job in by_seed.values() if job.logged_steps]
-            if not series:
-                continue
-            mean, lo, hi = curve_bands(series, proportion=key in FRACTION_KEYS)
-            if key in FRACTION_KEYS:
+        for method, (mean, lo, hi, proportion) in bands.get(key, {}).items():
+            if proportion:
                 ax.set_ylim(-0.02, 1.02)
             steps = np.arange(1, len(mean) + 1)
             line, = ax.plot(steps, mean, linewidth=1.4, label=method, color=colors[method])
@@ -179,6 +184,23 @@ def plot_dynamics(results: StudyResults, path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def dynamics_bands(results: StudyResults) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, bool]]]:
+    """What ``dynamics.png`` draws: per quantity and method, the smoothed mean over seeds and its band
+    (stats.curve_bands) inside the quantity's range (shares in [0, 1], entropy and advantage mass above 0), and
+    whether the quantity is a share."""
+    out: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, bool]]] = {}
+    for key, _ in DYNAMICS:
+        for method, by_seed in results.jobs.items():
+            series = [_smooth(job.series(key)) for job in by_seed.values() if job.logged_steps]
+            if not series:
+                continue
+            logged = [v for s in series for v in s if v is not None]
+            proportion = key in FRACTION_KEYS or (key in FRACTION_IF_INSIDE and all(0 <= v <= 1 for v in logged))
+            mean, lo, hi = curve_bands(series, proportion=proportion, lower=0.0 if key in NONNEGATIVE_KEYS else None)
+            out.setdefault(key, {})[method] = (mean, lo, hi, proportion)
+    return out
 
 
 def _smooth(values: list, window: int = 10) -> list:

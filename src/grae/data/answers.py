@@ -106,6 +106,14 @@ class AnswerExtraction:
             return f"Reasoning.\n{self.marker} {gold}"
         return str(gold)
 
+    def shortest(self, gold: str) -> str:
+        """The shortest completion this extraction reads ``gold`` from (the dry run's token-budget check)."""
+        if self.mode == "boxed":
+            return f"\\boxed{{{gold}}}"
+        if self.mode == "marker":
+            return f"{self.marker} {gold}"
+        return str(gold)
+
     def score(self, completion: Any, gold: Any, timeout: float | None) -> float:
         """1.0 when ``completion``'s answer matches ``gold``: as text for ``exact``, math-equal otherwise."""
         from grae.rewards.extract import completion_text

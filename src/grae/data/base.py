@@ -90,6 +90,9 @@ class Task(ABC):
     def _shortage_hint(self) -> str:
         return "Ask for fewer examples."
 
+    #: score a completion cut at the token budget as if it had ended (the reward of :meth:`reward_fn`; default: 0.0)
+    score_truncated: bool = False
+
     # --- scoring -------------------------------------------------------------------------------
 
     @abstractmethod
@@ -117,11 +120,12 @@ class Task(ABC):
             return canonical_answer(lines[0] if lines else None)
         return canonical_answer(extract_math_answer(text))
 
-    def reward_fn(self, name: str | None = None) -> TaskReward:
-        """TRL reward function scoring with :meth:`score` (see :func:`grae.rewards.make_reward_fn`)."""
+    def reward_fn(self, name: str | None = None, *, score_truncated: bool | None = None) -> TaskReward:
+        """TRL reward function scoring with :meth:`score` (see :func:`grae.rewards.make_reward_fn`); a completion cut
+        at the token budget scores 0.0 unless ``score_truncated`` (default: the task's :attr:`score_truncated`)."""
         from grae.rewards.adapters import TaskReward
 
-        return TaskReward(self, name)
+        return TaskReward(self, name, score_truncated=self.score_truncated if score_truncated is None else score_truncated)
 
     def format_reward_fn(self, name: str = "format_reward") -> FormatReward:
         """TRL reward: 1.0 when the completion has a well-formed answer in :attr:`answer_format`."""

@@ -30,9 +30,14 @@ class DataFormatError(ValueError):
 def answer_to_str(value: Any) -> str | None:
     """Gold answer value -> string: integral floats lose ``.0`` (``72.0`` -> ``"72"``, some hubs store
     AMC/AIME answers as float64), lists (OlympiadBench ``final_answer``) are joined with ``", "``, math
-    delimiters (``$...$``) are stripped. ``None``/NaN/empty -> ``None``."""
+    delimiters (``$...$``) are stripped. ``None``/NaN/empty -> ``None``. Anything else (a mapping such as
+    ``{"a": 1}``, bytes, a set) raises :class:`DataFormatError`: its Python repr is no gold answer."""
     if value is None:
         return None
+    if not isinstance(value, (str, numbers.Real, list, tuple)):
+        kind = "an object" if isinstance(value, Mapping) else f"a {type(value).__name__}"
+        raise DataFormatError(f"gold answer {_short(value)} is {kind}, not a number or text (or a list of them); "
+                              "write the answer as a number or a string")
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, numbers.Integral):
@@ -48,6 +53,11 @@ def answer_to_str(value: Any) -> str | None:
         return ", ".join(parts) if parts else None
     text = clean_answer(str(value))
     return text or None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def boxed_answer(solution: Any) -> str | None:
@@ -200,11 +210,25 @@ def map_verl_row(row: Mapping[str, Any], *, where: str = "row") -> Row | None:
         question = last_user_message(row["prompt"])
     if not question or not question.strip():
         raise DataFormatError(f"{where}: verl row without a user message in 'prompt' (present fields: {sorted(row)})")
-    answer = verl_gold(truth)
+    try:
+        answer = verl_gold(truth)
+    except DataFormatError as err:
+        raise DataFormatError(f"{where}: reward_model.ground_truth: {err}") from None
     if not answer:
         return None
     ident = extra.get("question_id", extra.get("index"))
     return {"question": question, "answer": answer, "id": None if ident is None else str(ident)}
+
+
+def _row_gold(row: Mapping[str, Any], answer_field: str | None) -> str | None:
+    """The gold of a generic row (see :func:`map_generic_row`), None when it has none."""
+    if answer_field:
+        answer = answer_column_gold(row.get(answer_field))
+        if answer is None and answer_field in SOLUTION_FIELDS:
+            answer = boxed_answer(row.get(answer_field))
+        return answer
+    answer = answer_column_gold(_first(row, ANSWER_FIELDS)[1])
+    return answer if answer is not None else solution_gold(_first(row, SOLUTION_FIELDS)[1])
 
 
 def map_generic_row(
@@ -238,15 +262,10 @@ def map_generic_row(
             f"{' or '.join(repr(f) for f in p_fields)} (present fields: {sorted(row)}). "
             "Rename the column or pass problem_field=<name>."
         )
-    answer = None
-    if answer_field:
-        answer = answer_column_gold(row.get(answer_field))
-        if answer is None and answer_field in SOLUTION_FIELDS:
-            answer = boxed_answer(row.get(answer_field))
-    else:
-        answer = answer_column_gold(_first(row, ANSWER_FIELDS)[1])
-        if answer is None:
-            answer = solution_gold(_first(row, SOLUTION_FIELDS)[1])
+    try:
+        answer = _row_gold(row, answer_field)
+    except DataFormatError as err:
+        raise DataFormatError(f"{where}: {err}") from None
     if not answer:
         fields = (answer_field,) if answer_field else ANSWER_FIELDS + SOLUTION_FIELDS
         raise DataFormatError(

@@ -84,14 +84,19 @@ SOURCES: dict[str, HubSource] = {
 
 def map_rows(source: HubSource, raw_rows: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Apply ``source.mapper`` to raw rows, dropping rows it rejects (``None``) or that lack fields."""
+    return [row for _, row in map_located_rows(source, [("", raw) for raw in raw_rows])]
+
+
+def map_located_rows(source: HubSource, located: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, dict]]:
+    """:func:`map_rows` of ``(where, raw row)`` pairs (:func:`grae.data.local.located_records`), keeping ``where``."""
     out = []
-    for raw in raw_rows:
+    for where, raw in located:
         try:
             row = source.mapper(raw)
         except fields.DataFormatError:
             row = None
         if row is not None:
-            out.append(row)
+            out.append((where, row))
     return out
 
 

@@ -60,6 +60,8 @@ class RowsTask(Task):
         heldout_size: carve-out size when there is no dedicated held-out source.
         eval_only: only a held-out split (benchmarks).
         timeout: per-completion timeout of :func:`grae.rewards.verify_math` in :meth:`score`.
+        score_truncated: score a completion cut at the token budget as if it had ended (default False: its reward
+            is 0.0, :class:`grae.rewards.TaskReward`).
         source: provenance string written into examples.
     """
 
@@ -78,8 +80,12 @@ class RowsTask(Task):
         timeout: float | None = DEFAULT_TIMEOUT,
         source: str = "",
         id_prefix: str | None = None,
+        score_truncated: bool = False,
     ):
         self.name = name
+        if not isinstance(score_truncated, bool):
+            raise ValueError(f"task.params.score_truncated: true or false, got {score_truncated!r}")
+        self.score_truncated = score_truncated
         self.prompt_style = check_style(prompt_style)
         #: how answers are read (:class:`grae.data.answers.AnswerExtraction`)
         self.extraction = AnswerExtraction.of(answer_extraction, answer_marker)

@@ -93,24 +93,28 @@ def probe_rows(batch: dict[str, Any]) -> tuple[Any, Any] | None:
     return ids, mask
 
 
-#: activations beyond this overflow float32 when squared (sqrt of its largest value, ~1.8e19): the next norm
-#: layer's variance is then inf, its output 0 or NaN, and the logits degenerate while every weight is finite
-OVERFLOWING_ACTIVATION = 1.8e19
+#: a position's hidden state whose L2 norm ‖h‖₂ reaches this overflows float32 in the next norm layer: RMSNorm and
+#: LayerNorm sum its H squares in float32, and that sum is inf once ‖h‖₂ passes sqrt(float32 max) ≈ 1.84e19 — with
+#: every |h| only ‖h‖₂/√H (7.7e17 at H = 576). The norm's output is then 0 or NaN and the logits degenerate while
+#: every weight is finite. The probe measures ‖h‖₂ in float64, where the sum does not overflow.
+OVERFLOWING_ACTIVATION = math.sqrt(3.4028234663852886e38)
 
 
 @dataclass(frozen=True)
 class Probe:
-    """What :func:`probe_forward` saw: ``healthy`` when every logit is finite and every hidden state below
-    :data:`OVERFLOWING_ACTIVATION`; ``largest_weight``, ``largest_activation`` (over the kept positions)."""
+    """What :func:`probe_forward` saw: ``healthy`` when every logit is finite and every position's hidden-state
+    norm ‖h‖₂ below :data:`OVERFLOWING_ACTIVATION`; ``largest_weight`` (the largest |w|), ``largest_activation``
+    (the largest ‖h‖₂ of a kept position in any hidden state, in float64)."""
 
     healthy: bool
     largest_weight: float
     largest_activation: float
 
     def describe(self) -> str:
-        return (f"the model's activations overflow on a probe forward pass (hidden states up to "
-                f"{self.largest_activation:.3g}, beyond {OVERFLOWING_ACTIVATION:.2g} where a norm's x² overflows "
-                f"float32, or non-finite logits; its weights are finite, the largest |w| = {self.largest_weight:.3g})")
+        return (f"the model's activations overflow on a probe forward pass (hidden states of norm ‖h‖₂ up to "
+                f"{self.largest_activation:.3g}, beyond {OVERFLOWING_ACTIVATION:.3g} where a norm layer's sum of "
+                "squares overflows float32, or non-finite logits; its weights are finite, the largest |w| = "
+                f"{self.largest_weight:.3g})")
 
 
 def probe_forward(model: Any, rows: tuple[Any, Any] | None = None) -> Probe:
@@ -118,7 +122,8 @@ def probe_forward(model: Any, rows: tuple[Any, Any] | None = None) -> Probe:
     the newest rollouts) or, without them, on :data:`PROBE_TOKENS` token ids, reading only the positions
     the mask keeps. Weights can all be finite (~1e8 after one step at a learning rate of 1e9) while the
     activations overflow: a norm then outputs 0 on one input (finite, uniform logits) and NaN on another,
-    so the logits alone do not tell; hidden states beyond :data:`OVERFLOWING_ACTIVATION` do.
+    so the logits alone do not tell; a position whose hidden state's norm ‖h‖₂ reaches
+    :data:`OVERFLOWING_ACTIVATION` does (each |h| may be √H times smaller).
 
     In eval mode (dropout off: no random numbers drawn, so a run's sampling is unchanged), without
     gradients; the model's training mode is restored. Every process must call it (sharded models gather
@@ -147,7 +152,8 @@ def probe_forward(model: Any, rows: tuple[Any, Any] | None = None) -> Probe:
         return Probe(True, largest, 0.0)
     finally:
         model.train(was_training)
-    hidden = [h[kept].float().abs().max() for h in (out.hidden_states or ())]  # each [R, T, H] → kept rows
+    # each [R, T, H] → the kept positions' ‖h‖₂, in float64 (in float32 the sum of squares is what overflows)
+    hidden = [h[kept].double().norm(dim=-1).max() for h in (out.hidden_states or ()) if h[kept].numel()]
     activation = float(torch.stack(hidden).nan_to_num(nan=math.inf).max()) if hidden else 0.0
     healthy = bool(torch.isfinite(out.logits[kept]).all()) and activation < OVERFLOWING_ACTIVATION
     return Probe(healthy, largest, activation)

@@ -16,7 +16,9 @@ warning at WARNING), reading TRL's own log keys where grae's advantage masses ar
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from transformers import TrainerCallback
 
@@ -49,43 +51,104 @@ def progress_mark(logs: dict) -> str:
     return " no-signal" if step_without_signal(logs) else ""
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """Where the user changes what a cause names: ``grae train``'s keys, or a Python user's arguments."""
+
+    #: the training's token budget
+    budget: str
+    #: how answers are read
+    extraction: str
+    #: completions per prompt, sampling temperature
+    generations: str
+    temperature: str
+
+
+#: ``grae train``'s keys
+TRAIN_KNOBS = Knobs("trl.max_completion_length",
+                    "task.params.answer_extraction for a dataset task, plain_answer for a reasoning-gym one",
+                    "trl.num_generations", "trl.temperature")
+#: ``grae train``'s keys before step 1: the held-out evaluation's budget goes with the training's
+BASE_KNOBS = dataclasses.replace(TRAIN_KNOBS, budget="trl.max_completion_length and eval.max_tokens")
+#: a Python user's: GRPOConfig's arguments and the reward function (GraeTrainer's warning)
+PYTHON_KNOBS = Knobs("GRPOConfig(max_completion_length=...)",
+                     "the reward function, or the prompt's instruction; a grae task reads answers as "
+                     "get_task(name, answer_extraction=...) sets",
+                     "GRPOConfig(num_generations=...)", "GRPOConfig(temperature=...)")
+
+
 def likely_causes(rewards: Sequence[float], clipped: Sequence[float] = (), max_completion_length: int | None = None,
-                  ) -> str:
+                  *, unreadable: float | None = None, knobs: Knobs = TRAIN_KNOBS,
+                  budget_name: str = "max_completion_length") -> str:
     """The likely causes of steps whose groups all scored alike, most likely first: reward format (every
-    completion scored 0), token budget (completions cut at ``max_completion_length``: ``clipped`` is TRL's
-    ``completions/clipped_ratio`` per step) and task difficulty, from the steps' mean ``rewards``."""
+    completion scored 0; ``unreadable``: the share that held no answer the verifier reads, where known), token
+    budget (completions cut at ``max_completion_length``: ``clipped`` is TRL's ``completions/clipped_ratio`` per
+    step; named only when some were cut, or when the share was not logged) and task difficulty, from the steps'
+    mean ``rewards``. Each fix is named as ``knobs`` spells it; ``budget_name`` is the budget the completions were
+    cut at."""
     causes = []
     if rewards and max(rewards) == 0.0:
-        causes.append("reward format: every completion scored 0, so the model likely never writes the answer the way "
-                      "the verifier reads it (e.g. <answer> tags or \\boxed{} it does not produce), or the verifier "
-                      "rejects right answers; score a few completions by hand, change the prompt or how the task reads answers "
-                      "(task.params.answer_extraction for a dataset task, plain_answer for a reasoning-gym one)")
+        held = ("" if unreadable is None else " (each held an answer the verifier reads: a wrong one)" if unreadable == 0
+                else f" ({unreadable:.0%} held no answer the verifier reads)")
+        causes.append(f"reward format: every completion scored 0{held}, so the model likely never writes the answer the "
+                      "way the verifier reads it (e.g. <answer> tags or \\boxed{} it does not produce), or the verifier "
+                      "rejects right answers; score a few completions by hand, change the prompt or how answers are read "
+                      f"({knobs.extraction})")
         difficulty = "task difficulty: too hard for the model; an easier task or a stronger base model"
     elif rewards and min(rewards) == max(rewards):
         causes.append(f"task difficulty: every completion scored {rewards[0]:g}: the task is too easy (or too hard) "
                       "for the model, or the verifier returns a constant")
         difficulty = None
     else:
-        causes.append("within each group the completions scored alike: raise num_generations or temperature")
+        causes.append(f"within each group the completions scored alike: raise {knobs.generations} or "
+                      f"{knobs.temperature}")
         difficulty = "task difficulty: groups all right or all wrong; a task nearer the model's level keeps them mixed"
     if clipped:
         share = sum(clipped) / len(clipped)
-        budget = (f"token budget: {share:.0%} of completions hit max_completion_length"
-                  f"{f' ({max_completion_length})' if max_completion_length else ''} before they ended; raise it")
-        causes.insert(0 if share >= CLIPPED_FIRST else len(causes), budget)
+        if share > 0:
+            budget = (f"token budget: {share:.0%} of completions hit {budget_name}"
+                      f"{f' ({max_completion_length})' if max_completion_length else ''} before they ended; raise "
+                      f"{knobs.budget}")
+            causes.insert(0 if share >= CLIPPED_FIRST else len(causes), budget)
     else:
-        causes.append("token budget: completions cut at max_completion_length lose their answer; raise it")
+        causes.append(f"token budget (how many completions were cut is not logged): completions cut at the token budget "
+                      f"lose their answer; raise {knobs.budget}")
     if difficulty:
         causes.append(difficulty)
     return "; ".join(causes)
+
+
+#: share of the base model's held-out completions cut or unreadable from which, with none right, training stops
+#: before step 1 (:func:`base_diagnosis`)
+DEAD_BASE_SHARE = 0.9
+
+
+def base_diagnosis(labels: Sequence[bool], cut: Sequence[bool], readable: Sequence[bool], budget: int,
+                   budget_key: str = "eval.max_tokens") -> str | None:
+    """The diagnosis of a base model that cannot learn here, from its held-out completions before training:
+    none right (``labels``) and at least :data:`DEAD_BASE_SHARE` of them cut at the token budget (``cut``) or
+    holding no answer the verifier reads (not ``readable``). The causes are :func:`likely_causes`', the words of
+    the warning after steps without signal. None when the base can learn (some right, or most complete and read)."""
+    total = len(labels)
+    if not total or any(labels):
+        return None
+    dead = sum(c or not r for c, r in zip(cut, readable))
+    if dead < DEAD_BASE_SHARE * total:
+        return None
+    share_cut, share_unread = sum(cut) / total, 1 - sum(readable) / total
+    causes = likely_causes([0.0], [share_cut], budget, unreadable=share_unread, budget_name=budget_key, knobs=BASE_KNOBS)
+    return (f"the base model scored 0 on all {total} held-out completions before training; {share_cut:.0%} were cut "
+            f"at the token budget ({budget_key} {budget}) before they ended and {share_unread:.0%} held no answer the "
+            "verifier reads, so every group would score alike and training would have no learning signal. Likely "
+            f"causes: {causes}")
 
 
 class NoSignalWatch(TrainerCallback):
     """Says each logged step without learning signal on the console at once, and after ``streak_steps``
     such steps in a row one warning with :func:`likely_causes` (again only after a step with signal)."""
 
-    def __init__(self, log, streak_steps: int = NO_SIGNAL_STEPS, warn=None):
-        self.log, self.streak_steps = log, streak_steps
+    def __init__(self, log, streak_steps: int = NO_SIGNAL_STEPS, warn=None, knobs: Knobs = TRAIN_KNOBS):
+        self.log, self.streak_steps, self.knobs = log, streak_steps, knobs
         #: says the streak's warning (default: ``log`` with a ``warning:`` prefix)
         self.warn = warn or (lambda message: log(f"warning: {message}"))
         self.streak: list[tuple[int, dict]] = []
@@ -93,19 +156,27 @@ class NoSignalWatch(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "reward" not in logs or not state.is_world_process_zero:
             return
+        line, warning = self.observe(state.global_step, logs, getattr(args, "max_completion_length", None))
+        if line:
+            self.log(line)
+        if warning:
+            self.warn(warning)
+
+    def observe(self, step: int, logs: dict, max_completion_length: int | None) -> tuple[str | None, str | None]:
+        """Take one logged step: ``(its line, the streak's warning)``, each None when there is nothing to say
+        (:func:`first_streak_note` replays a run's metrics through it)."""
         verdict = step_without_signal(logs)
         if verdict is None:
-            return
+            return None, None
         if not verdict:
             self.streak = []
-            return
-        self.streak.append((state.global_step, dict(logs)))
+            return None, None
+        self.streak.append((step, dict(logs)))
         reward = _number(logs.get("reward"))
-        self.log(f"step {state.global_step}: no learning signal: no group had a non-zero advantage (rewards equal "
-                 f"within every group{f', mean reward {reward:.3f}' if reward is not None else ''}); "
-                 "this step trained nothing")
-        if len(self.streak) == self.streak_steps:
-            self.warn(self.streak_note(getattr(args, 'max_completion_length', None)))
+        line = (f"step {step}: no learning signal: no group had a non-zero advantage (rewards equal within every "
+                f"group{f', mean reward {reward:.3f}' if reward is not None else ''}); this step trained nothing")
+        warning = self.streak_note(max_completion_length) if len(self.streak) == self.streak_steps else None
+        return line, warning
 
     def streak_note(self, max_completion_length: int | None = None) -> str:
         """The warning for the current streak of steps without signal."""
@@ -114,4 +185,20 @@ class NoSignalWatch(TrainerCallback):
         clipped = [c for _, logs in self.streak if (c := _number(logs.get("completions/clipped_ratio"))) is not None]
         return (f"no learning signal for {len(steps)} steps in a row (steps {steps[0]}-{steps[-1]}): no group had a "
                 f"non-zero advantage, so nothing trained. Likely causes: "
-                f"{likely_causes(rewards, clipped, max_completion_length)}")
+                f"{likely_causes(rewards, clipped, max_completion_length, knobs=self.knobs)}")
+
+
+def first_streak_note(rows: Sequence[dict], streak_steps: int = NO_SIGNAL_STEPS,
+                      max_completion_length: int | None = None) -> str | None:
+    """The warning ``grae train`` said on the console for the first streak of ``streak_steps`` logged steps without
+    signal, word for word, from the run's ``metrics.jsonl`` ``rows`` (each holds the step's raw log keys); None
+    when there was none (or ``streak_steps`` is 0: the warning was off)."""
+    if not streak_steps:
+        return None
+    watch = NoSignalWatch(lambda message: None, streak_steps)
+    for row in rows:
+        if isinstance(row.get("step"), int) and "reward" in row:
+            _, warning = watch.observe(row["step"], row, max_completion_length)
+            if warning:
+                return warning
+    return None

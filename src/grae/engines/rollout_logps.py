@@ -17,7 +17,7 @@ forward-pass fallback, and what TRL's loss calls ``old_per_token_logps``. (Under
 the logits to fp32 before any processor, so the record is the fp32 log-softmax of the bf16 logits, where
 TRL's forward pass takes it in bf16: they differ by that rounding.)
 
-**Where it runs in transformers' processor list.** ``GenerationMixin._get_logits_processor`` (5.10)
+**Where it runs in transformers' processor list.** ``GenerationMixin._get_logits_processor`` (5.10 to 5.23)
 builds the non-warper processors (repetition penalty, bad words, min length, suppressed tokens, ...),
 then appends the custom ``logits_processor=`` list, *then* the sampling warpers (temperature, top-k,
 top-p, min-p, typical, ε/η). So a custom processor sees the raw fp32 logits, not yet divided by T
@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-#: GenerationConfig fields for which transformers 5.10 adds a logits processor *ahead of* a custom one
+#: GenerationConfig fields for which transformers (5.10 to 5.23) adds a logits processor *ahead of* a custom one
 #: (``_get_logits_processor``), each with the predicate "adds none". Any other value changes the logits
 #: a custom processor sees, so the recorder would not return log π_T.
 _NEUTRAL: dict[str, Any] = {

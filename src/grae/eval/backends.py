@@ -92,9 +92,28 @@ class SamplingSettings:
             raise ValueError(f"invalid sampling settings {self}")
 
 
+class Completion(str):
+    """A sampled completion's text; ``cut`` is True when it reached the token budget without ending (no EOS, vLLM's
+    ``finish_reason == "length"``): its last number or box is wherever the budget fell, so it is not scored as an
+    answer unless the task asks for it (``score_truncated``; :func:`grae.eval.runner.run_samples`)."""
+
+    cut: bool = False
+
+    def __new__(cls, text: str, cut: bool = False) -> Completion:
+        made = super().__new__(cls, text)
+        made.cut = cut
+        return made
+
+
+def vllm_completion(output: Any) -> Completion:
+    """A vLLM ``CompletionOutput`` as a :class:`Completion`: cut when vLLM stopped it at ``max_tokens``."""
+    return Completion(output.text, cut=getattr(output, "finish_reason", None) == "length")
+
+
 @runtime_checkable
 class Sampler(Protocol):
-    """Draws completions. ``generate(prompts, n, seed)[i]`` holds ``n`` completions of ``prompts[i]``.
+    """Draws completions. ``generate(prompts, n, seed)[i]`` holds ``n`` completions of ``prompts[i]`` (each a ``str``;
+    a :class:`Completion` says whether the token budget cut it).
 
     Same ``(prompts, n, seed)`` → same completions, as far as the backend allows.
     """
@@ -218,7 +237,13 @@ class HFSampler:
         finally:
             if was_training:
                 model.train()
-        texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        generated = out[:, enc["input_ids"].shape[1]:]
+        eos = kwargs["eos_token_id"]
+        eos_ids = torch.tensor([eos] if isinstance(eos, int) else list(eos or []), device=generated.device)
+        ended = torch.isin(generated, eos_ids).any(dim=1).tolist()
+        full = generated.shape[1] >= max_new  # rows that never ended ran to the budget
+        texts = [Completion(text, cut=full and not done)
+                 for text, done in zip(tok.batch_decode(generated, skip_special_tokens=True), ended)]
         return [[texts[i * per_prompt + (0 if greedy else j)] for j in range(n)] for i in range(len(prompts))]
 
     def _decode(self, enc: dict[str, Any], kwargs: dict[str, Any]):
@@ -297,7 +322,7 @@ class VLLMSampler:
         else:
             token_prompts = [{"prompt_token_ids": tok(p, add_special_tokens=add_special)["input_ids"]} for p in prompts]
         outputs = self.llm.generate(token_prompts, params, use_tqdm=False)
-        return [[out.outputs[j % draws].text for j in range(n)] for out in outputs]
+        return [[vllm_completion(out.outputs[j % draws]) for j in range(n)] for out in outputs]
 
 
 def vllm_installed() -> bool:

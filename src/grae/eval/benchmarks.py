@@ -99,15 +99,17 @@ def local_loader(path: str | Path) -> Callable[[Any], list[dict]]:
     path = Path(path).expanduser()
 
     def load(source) -> list[dict]:
-        from grae.data.hub import load_hub_rows, map_rows
-        from grae.data.local import read_records
+        from grae.data.hub import load_hub_rows, map_located_rows
+        from grae.data.local import check_conflicts, located_records
 
         if path.is_dir():
             return load_hub_rows(dataclasses.replace(source, path=str(path)))
-        rows = map_rows(dataclasses.replace(source, mapper=any_schema(source.mapper)), read_records(str(path)))
-        if not rows:
+        located = map_located_rows(dataclasses.replace(source, mapper=any_schema(source.mapper)),
+                                   located_records(str(path)))
+        if not located:
             raise ValueError(f"{path}: no row fits the field mapping of {source.describe()}")
-        return rows
+        check_conflicts(str(path), located)  # one question under two golds: refused, as a NAME=FILE task's
+        return [row for _, row in located]
 
     return load
 

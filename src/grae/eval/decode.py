@@ -19,20 +19,39 @@ width ``[B, V]`` every step — rows that left hold a one-hot on the pad token �
 gets exactly the token ``generate`` gives it for the same seed. What differs is float rounding only
 (a forward over fewer rows may round differently), which can move a draw that sits on a boundary.
 
-Logits processing is transformers' for the settings of :class:`Sampling`, in its order
-(``GenerationMixin._get_logits_processor``, 5.10): repetition penalty, then temperature, top-k, top-p,
-min-p; any other setting keeps the caller on ``generate`` (:func:`plan_of`).
+**The same logits processors.** The processors are the ones ``generate`` builds for the settings of
+:class:`Sampling` on the same batch: transformers' own ``GenerationMixin._get_logits_processor`` builds them
+(:meth:`Sampling.processors`), so their classes, order and arguments are the installed version's (5.10:
+repetition penalty, temperature, top-k, top-p, min-p; 5.23 adds the rows' left padding to the repetition
+penalty, ``prompt_ignore_length``: a pad token in the prompt's padding is no longer penalised). The loop
+swaps the top-p warper for the top-k nucleus and narrows a processor's per-row state when rows leave
+(:func:`_narrowed`); a processor it does not know, or a transformers outside :data:`VERIFIED_TRANSFORMERS`,
+keeps the caller on ``generate`` (:func:`plan_of`, said once), as does any other setting.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+logger = logging.getLogger(__name__)
+
 #: rows still in the batch that must have ended before they leave it (each leave copies the cache)
 LEAVE_FRACTION = 0.25
+
+#: the transformers releases this loop is verified to draw ``generate``'s tokens on, [first, end): the ``train``
+#: extra's bound in pyproject.toml (tests/test_decode.py holds the two equal; CI runs the parity tests on the
+#: first and the newest). Outside it the callers keep ``generate`` (:func:`plan_of`, said once)
+VERIFIED_TRANSFORMERS = ("5.10", "5.24")
+
+#: transformers' processors whose work this loop reproduces, by class name (each row-independent but for the
+#: repetition penalty's ``prompt_ignore_length``, narrowed by :func:`_narrowed`)
+_KNOWN_PROCESSORS = {"RepetitionPenaltyLogitsProcessor", "TemperatureLogitsWarper", "TopKLogitsWarper",
+                     "TopPLogitsWarper", "MinPLogitsWarper"}
 
 #: the GenerationConfig fields this loop reproduces; any other field changed from transformers' defaults
 #: (``GenerationConfig._get_default_generation_params``) sends the call to ``generate``
@@ -55,35 +74,73 @@ class Sampling:
     min_p: float | None = None
     repetition_penalty: float = 1.0
 
-    def processors(self, fast_nucleus: bool = True) -> list[Callable]:
-        """``f(input_ids [A, L], scores [A, V]) -> scores`` in transformers' order; top-p through the top-k
-        nucleus unless ``fast_nucleus`` is False (then transformers' full sort)."""
-        from transformers import (
-            MinPLogitsWarper,
-            RepetitionPenaltyLogitsProcessor,
-            TemperatureLogitsWarper,
-            TopKLogitsWarper,
-            TopPLogitsWarper,
-        )
+    def generation_config(self) -> Any:
+        """These settings as a transformers ``GenerationConfig`` (sampling unless greedy)."""
+        from transformers import GenerationConfig
 
+        if self.temperature == 0:
+            return GenerationConfig(do_sample=False, repetition_penalty=self.repetition_penalty)
+        return GenerationConfig(do_sample=True, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                                min_p=self.min_p, repetition_penalty=self.repetition_penalty)
+
+    def processors(self, model: Any, attention_mask, fast_nucleus: bool = True) -> list[Callable]:
+        """``f(input_ids [B, L], scores [B, V]) -> scores``: the processors ``model.generate`` applies with these
+        settings to the batch of ``attention_mask`` (``[B, P]``), built by transformers' own
+        ``_get_logits_processor`` (its classes, order and arguments); top-p through the top-k nucleus unless
+        ``fast_nucleus`` is False. Raises :class:`UnknownProcessor` for a processor this loop does not know."""
         from .nucleus import nucleus_filter
 
+        built = model._get_logits_processor(generation_config=self.generation_config(),
+                                            input_ids_seq_length=attention_mask.shape[1], device=attention_mask.device,
+                                            model_kwargs={"attention_mask": attention_mask})
         steps: list[Callable] = []
-        if self.repetition_penalty != 1.0:
-            steps.append(RepetitionPenaltyLogitsProcessor(penalty=self.repetition_penalty))
-        if self.temperature == 0:
-            return steps
-        if self.temperature != 1.0:
-            steps.append(TemperatureLogitsWarper(self.temperature))
-        if self.top_k:
-            steps.append(TopKLogitsWarper(top_k=self.top_k))
-        if self.top_p < 1.0:
-            top_p = self.top_p
-            steps.append((lambda ids, scores: nucleus_filter(scores, top_p)) if fast_nucleus
-                         else TopPLogitsWarper(top_p=top_p))
-        if self.min_p is not None:
-            steps.append(MinPLogitsWarper(min_p=self.min_p))
+        for step in built:
+            name = type(step).__name__
+            if name not in _KNOWN_PROCESSORS:
+                raise UnknownProcessor(f"transformers' generate applies {name} for {self}: grae's sampling loop does "
+                                       "not reproduce it")
+            if name == "TopPLogitsWarper" and fast_nucleus and step.min_tokens_to_keep == 1:
+                steps.append(lambda ids, scores, top_p=step.top_p: nucleus_filter(scores, top_p))
+            else:
+                steps.append(step)
         return steps
+
+
+class UnknownProcessor(ValueError):
+    """``generate`` applies a logits processor that grae's sampling loop does not reproduce."""
+
+
+def _narrowed(step: Callable, keep) -> Callable:
+    """``step`` for the rows ``keep`` (``[A']`` positions in its batch) of the batch it was built for: the
+    repetition penalty's per-row ``prompt_ignore_length`` (transformers ≥ 5.23) taken at those rows; every other
+    known processor is row-independent."""
+    import torch
+
+    ignore = getattr(step, "prompt_ignore_length", None)
+    if not isinstance(ignore, torch.Tensor):
+        return step
+    narrowed = copy.copy(step)
+    narrowed.prompt_ignore_length = ignore.to(keep.device)[keep]
+    return narrowed
+
+
+def transformers_verified() -> bool:
+    """Whether the installed transformers is one this loop is verified on (:data:`VERIFIED_TRANSFORMERS`)."""
+    import transformers
+    from packaging.version import Version
+
+    first, end = (Version(v).release for v in VERIFIED_TRANSFORMERS)
+    return first <= Version(transformers.__version__).release < end  # a 5.24 pre-release is outside
+
+
+#: what :func:`_say_once` has said in this process
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        logger.warning(message)
 
 
 @dataclass(frozen=True)
@@ -102,8 +159,15 @@ def plan_of(model: Any, generation_config: Any) -> Plan | None:
     ``do_sample`` is off. The
     effective config is merged as ``generate`` merges it (``_prepare_generation_config``: the model's own
     ``generation_config``, then transformers' defaults, fill the fields left unset)."""
+    import torch
+    import transformers
     from transformers import GenerationConfig
 
+    if not transformers_verified():
+        _say_once(f"grae: transformers {transformers.__version__} is outside the versions grae's sampling loop is "
+                  f"verified to draw generate's tokens on ({VERIFIED_TRANSFORMERS[0]} to before "
+                  f"{VERIFIED_TRANSFORMERS[1]}); sampling with transformers' generate instead")
+        return None
     try:
         effective, _ = model._prepare_generation_config(generation_config)
         defaults = {**GenerationConfig().to_dict(), **GenerationConfig._get_default_generation_params()}
@@ -122,6 +186,11 @@ def plan_of(model: Any, generation_config: Any) -> Plan | None:
     sampling = (Sampling(temperature=0.0, repetition_penalty=penalty) if not effective.do_sample else
                 Sampling(temperature=float(effective.temperature), top_p=float(effective.top_p),
                          top_k=int(effective.top_k or 0), min_p=effective.min_p, repetition_penalty=penalty))
+    try:
+        sampling.processors(model, torch.ones((1, 1), dtype=torch.long))
+    except UnknownProcessor as err:
+        _say_once(f"grae: {err}; sampling with transformers' generate instead")
+        return None
     return Plan(sampling, int(effective.max_new_tokens), eos, int(pad))
 
 
@@ -165,7 +234,7 @@ def decode(model: Any, input_ids, attention_mask, sampling: Sampling, *, max_new
 
     batch, width = input_ids.shape
     device = input_ids.device
-    steps = sampling.processors(fast_nucleus=fast)
+    steps = sampling.processors(model, attention_mask, fast_nucleus=fast)
     eos = torch.tensor(list(eos_token_ids), device=device)
     drawn = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)  # [B, T_max]
     logps = torch.zeros((batch, max_new_tokens), device=device) if record_temperature else None  # [B, T_max]
@@ -199,6 +268,7 @@ def decode(model: Any, input_ids, attention_mask, sampling: Sampling, *, max_new
                 keep = live.nonzero().squeeze(1)  # [A'] positions within the batch
                 cache.batch_select_indices(keep)
                 rows, mask, position, token = rows[keep], mask[keep], position[keep], token[keep]
+                steps = [_narrowed(step, keep) for step in steps]
             mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)  # [A, P + t + 1]
             position = position + 1  # [A, 1]
             out = model(input_ids=token[:, None], attention_mask=mask, position_ids=position, past_key_values=cache,

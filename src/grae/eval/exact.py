@@ -35,8 +35,15 @@ Reference policies (issue 21 §2), computed exactly from the same rows:
 Rows (one per problem, in ``<task>.jsonl`` like sampled rows; :func:`grae.eval.stats.count_problems`
 reads them)::
 
-    {"question_id", "task", "prompt", "gold_answer", "exact": true, "p", "mass", "k_max",
+    {"question_id", "task", "prompt", "gold_answer", "exact": true, "exact_by": "answer_set", "p", "mass", "k_max",
      "mode_answer", "mode_p", "near_miss_p"}
+
+**One-gold tasks** (``chain_trace``: a correct answer is one whole completion, no finite set to enumerate;
+:func:`grae.eval.gold.has_gold_completion`): :func:`run_exact` teacher-forces each problem's gold completion(s)
+instead (:func:`grae.eval.gold.gold_probs`, :func:`gold_rows`) — one code path choosing by task
+(:func:`exact_by`). Their rows are the same with ``"exact_by": "gold_completion"``; the enumerated completions are
+the gold ones, so ``mass`` = ``p`` and there is no format-only oracle or near-miss guesser
+(:func:`reference_counts` gives none).
 """
 
 from __future__ import annotations
@@ -57,6 +64,10 @@ from .stats import EXACT_K_MAX, ProblemCounts, count_problems, passk_estimates
 NEAR_MISS_W = 20
 #: Memory (MB) the candidates' batches may take at once (``grae eval --exact-memory-mb``).
 DEFAULT_EXACT_MEMORY_MB = 512
+#: the smallest ``grae eval --exact-memory-mb`` taken (10 kB): one candidate's logits alone take vocabulary × 4 bytes
+#: per token (the embedded tiny model's whole candidate about 0.5 MB), so a smaller budget holds no candidate of any
+#: language model and would only be exceeded by chunks of one: a mistaken unit (1e-9), not a budget
+MIN_EXACT_MEMORY_MB = 0.01
 #: Candidate answers per problem above which ``grae eval --exact`` refuses (``--exact-max-candidates``).
 DEFAULT_EXACT_MAX_CANDIDATES = 20_000
 #: vocabulary-sized float32 score tensors alive at once per candidate token (logits, ``/ T``, top-p's
@@ -75,6 +86,27 @@ def task_answer_set(task: Any) -> list[str]:
         raise ExactError(f"task {getattr(task, 'name', task)!r} declares no finite answer set; --exact needs one "
                          "(grae.data Task.answer_set: chain_sum, count_shapes, bar_value)")
     return list(answers)
+
+
+#: ``exact_by`` of rows whose p enumerates a finite answer set / teacher-forces the gold completion(s)
+BY_ANSWER_SET = "answer_set"
+BY_GOLD = "gold_completion"
+
+
+def exact_by(task: Any) -> str:
+    """How exact p is computed for ``task``: :data:`BY_ANSWER_SET` (a declared finite answer set, enumerated) or
+    :data:`BY_GOLD` (a one-gold task: its gold completion teacher-forced); :class:`ExactError` naming both when
+    neither applies."""
+    from .gold import has_gold_completion
+
+    answers = task.answer_set() if hasattr(task, "answer_set") else None
+    if answers:
+        return BY_ANSWER_SET
+    if has_gold_completion(task):
+        return BY_GOLD
+    raise ExactError(f"task {getattr(task, 'name', task)!r} declares no finite answer set and no one gold completion; "
+                     "exact p needs one (answer sets: chain_sum, count_shapes, bar_value; one gold completion: "
+                     "chain_trace)")
 
 
 def nucleus_logprobs(logits, temperature: float, top_p: float):
@@ -231,11 +263,37 @@ def exact_rows(scorer: CandidateScorer, examples: Sequence[dict[str, Any]], task
         probs = np.exp(logp)
         mode = int(np.argmax(logp))
         rows.append({"question_id": str(example["question_id"]), "task": name, "prompt": prompt,
-                     "gold_answer": gold, "exact": True, "p": float(probs[index[gold]]), "mass": float(probs.sum()),
+                     "gold_answer": gold, "exact": True, "exact_by": BY_ANSWER_SET, "p": float(probs[index[gold]]),
+                     "mass": float(probs.sum()),
                      "k_max": k_max, "mode_answer": answers[mode], "mode_p": float(probs[mode]),
                      "near_miss_p": near_miss_p(gold, answers)})
         if progress is not None:
             progress(done, len(examples))
+    return rows
+
+
+def gold_rows(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, render: Callable[[Any], str], *,
+              temperature: float, top_p: float, max_tokens: int | None, k_max: int = EXACT_K_MAX,
+              progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """One exact row per example of a one-gold task (module docstring): p from :func:`grae.eval.gold.gold_probs`,
+    :data:`grae.eval.gold.GOLD_BATCH` problems per call (``progress(done, total)`` after each)."""
+    from .gold import GOLD_BATCH, GoldExactError, gold_probs
+
+    name = getattr(task, "name", "task")
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(examples), GOLD_BATCH):
+        chunk = examples[start:start + GOLD_BATCH]
+        try:
+            probs = gold_probs(model, tokenizer, chunk, task, temperature=temperature, top_p=top_p,
+                               max_tokens=max_tokens, render=render)
+        except GoldExactError as err:
+            raise ExactError(str(err)) from None
+        for example, p in zip(chunk, probs):
+            rows.append({"question_id": str(example["question_id"]), "task": name, "prompt": render(example["prompt"]),
+                         "gold_answer": str(example["answer"]).strip(), "exact": True, "exact_by": BY_GOLD,
+                         "p": float(p), "mass": float(p), "k_max": k_max})
+        if progress is not None:
+            progress(len(rows), len(examples))
     return rows
 
 
@@ -256,10 +314,14 @@ def _first_chunk_timer(problems: int, estimate: Callable[[float], None] | None) 
 
 def reference_counts(counts: ProblemCounts, rows: Sequence[dict[str, Any]] | None = None) -> dict[str, ProblemCounts]:
     """The reference policies of exact ``counts`` as exact counts of their own: ``format-only oracle``
-    (p / mass) and, when ``rows`` carry ``near_miss_p``, ``near-miss guesser (w = …)``."""
+    (p / mass) and, when ``rows`` carry ``near_miss_p``, ``near-miss guesser (w = …)``. None for the rows of a
+    one-gold task (``exact_by: gold_completion``): its only enumerated completion is the gold one, so p / mass = 1
+    would be no reference at all."""
     if counts.p is None or counts.mass is None:
         raise ValueError("reference policies need exact counts (p and mass per problem)")
-    out = {}
+    out: dict[str, ProblemCounts] = {}
+    if rows is not None and any(row.get("exact_by") == BY_GOLD for row in rows):
+        return out
     with np.errstate(divide="ignore", invalid="ignore"):
         oracle = np.where(counts.mass > 0, counts.p / counts.mass, 0.0).clip(0.0, 1.0)
     out["format-only oracle"] = ProblemCounts(counts.question_ids, counts.n, oracle * counts.n, p=oracle,
@@ -286,17 +348,22 @@ def run_exact(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any, *
               memory_mb: float = DEFAULT_EXACT_MEMORY_MB, estimate: Callable[[float], None] | None = None,
               ) -> tuple[ProblemCounts, list[dict[str, Any]], float]:
     """Exact rows of ``examples`` (written atomically to ``output_path`` when given), their counts and the
-    seconds it took; candidates scored within ``memory_mb`` (:class:`CandidateScorer`), ``estimate`` as in
-    :func:`exact_rows`."""
+    seconds it took, by :func:`exact_by`: an answer-set task's candidates scored within ``memory_mb``
+    (:class:`CandidateScorer`), ``estimate`` as in :func:`exact_rows`; a one-gold task's gold completions
+    teacher-forced (:func:`gold_rows`; ``memory_mb`` and ``estimate`` unused)."""
     import json
 
     if any(example.get("image") is not None for example in examples):
         raise ExactError(f"task {getattr(task, 'name', task)!r} has images: --exact supports text tasks only for now")
     start = time.perf_counter()
-    answers = task_answer_set(task)
-    scorer = CandidateScorer(model, tokenizer, [task.answer_completion(a) for a in answers],
-                             temperature=temperature, top_p=top_p, max_tokens=max_tokens, memory_mb=memory_mb)
-    rows = exact_rows(scorer, examples, task, answers, render, k_max=k_max, progress=progress, estimate=estimate)
+    if exact_by(task) == BY_GOLD:
+        rows = gold_rows(model, tokenizer, examples, task, render, temperature=temperature, top_p=top_p,
+                         max_tokens=max_tokens, k_max=k_max, progress=progress)
+    else:
+        answers = task_answer_set(task)
+        scorer = CandidateScorer(model, tokenizer, [task.answer_completion(a) for a in answers],
+                                 temperature=temperature, top_p=top_p, max_tokens=max_tokens, memory_mb=memory_mb)
+        rows = exact_rows(scorer, examples, task, answers, render, k_max=k_max, progress=progress, estimate=estimate)
     if output_path is not None:
         atomic_write_text(Path(output_path), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     counts = count_problems(rows)

@@ -49,12 +49,16 @@ class EvalError(Exception):
 
 
 def model_label(model: str) -> str:
-    """The default label of ``model``: ``tiny``, a local directory's name, or the hub id with ``/`` → ``__``."""
+    """The default label of ``model``: ``tiny``, a local directory's name (a ``grae train`` run's ``final/``: the
+    run's name, not ``final``), or the hub id with ``/`` → ``__``."""
+    from .run_heldout import run_directory
+
     path = Path(model).expanduser()
     if model == "tiny":
         return "tiny"
     if path.exists():
-        return path.resolve().name
+        run = run_directory(path)
+        return (run or path).resolve().name
     return model.replace("/", "__")
 
 
@@ -187,9 +191,12 @@ def plan_tasks(
     exact: bool = False,
     exact_memory_mb: float | None = None,
     exact_max_candidates: int | None = None,
+    planned: Sequence[PlannedTask] = (),
 ) -> EvalPlan:
     """Check the settings, resolve the tasks and clear the way in the output directory (see
-    :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses."""
+    :func:`evaluate_tasks`); raises :class:`EvalError` with ``exit_code`` 2, changing nothing, when it refuses.
+    ``planned``: tasks already built (a train run's own task, :mod:`grae.eval.run_heldout`), evaluated after
+    those of ``tasks``."""
     from .backends import default_batch_size, select_backend
     from .identity import model_identity
     from .tasks import model_task_params, resolve_task, split_task_list
@@ -212,6 +219,7 @@ def plan_tasks(
                 log(f"{entry} with {source} settings {entry_params} (override with --task-param)")
             resolved.append(PlannedTask(entry, resolve_task(entry, prompt_style=prompt_style, params=entry_params),
                                         entry_params))
+        resolved += list(planned)
     except (KeyError, FileNotFoundError, ValueError, RuntimeError) as err:
         raise EvalError(err, exit_code=2) from err
     except (TypeError, AssertionError) as err:  # a task's own constructor refused --task-param (reasoning-gym asserts)
@@ -219,6 +227,11 @@ def plan_tasks(
     if not resolved:
         raise EvalError(f"--tasks: no task in {list(tasks)!r}", exit_code=2)
     resolved = _one_entry_per_name(resolved)
+    exact_only = [name for name, value in [("--exact-memory-mb", exact_memory_mb),
+                                           ("--exact-max-candidates", exact_max_candidates)] if value is not None]
+    if exact_only and not exact:
+        raise EvalError(f"{' and '.join(exact_only)}: settings of exact evaluation, which this run does not do (it "
+                        "samples); add --exact, or drop them", exit_code=2)
     if exact:
         _check_exact(resolved, num_problems, exact_memory_mb, exact_max_candidates, log)
         if temperature <= 0:
@@ -285,14 +298,24 @@ def _one_entry_per_name(resolved: list[PlannedTask]) -> list[PlannedTask]:
 def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_mb: float | None,
                  max_candidates: int | None, log: Callable[[str], None]) -> None:
     """``--exact``: every task has a finite answer set of at most ``max_candidates`` answers (default
-    :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`); says how many it will teacher-force."""
-    from .exact import DEFAULT_EXACT_MAX_CANDIDATES, DEFAULT_EXACT_MEMORY_MB, ExactError, task_answer_set
+    :data:`grae.eval.exact.DEFAULT_EXACT_MAX_CANDIDATES`) or one gold completion (:func:`grae.eval.exact.exact_by`);
+    says what it will teacher-force."""
+    from .exact import (
+        BY_GOLD,
+        DEFAULT_EXACT_MAX_CANDIDATES,
+        DEFAULT_EXACT_MEMORY_MB,
+        MIN_EXACT_MEMORY_MB,
+        ExactError,
+        exact_by,
+        task_answer_set,
+    )
     from .tasks import DEFAULT_PROCEDURAL_PROBLEMS, is_fixed_set
 
     limit = DEFAULT_EXACT_MAX_CANDIDATES if max_candidates is None else max_candidates
     budget = DEFAULT_EXACT_MEMORY_MB if memory_mb is None else memory_mb
     for name, value, ok, rule in [("--exact-max-candidates", limit, limit >= 1, ">= 1"),
-                                  ("--exact-memory-mb", budget, budget > 0 and math.isfinite(budget), "> 0")]:
+                                  ("--exact-memory-mb", budget, budget >= MIN_EXACT_MEMORY_MB and math.isfinite(budget),
+                                   f"at least {MIN_EXACT_MEMORY_MB:g} (MB: the candidates' batches are scored within it)")]:
         if not ok:
             raise EvalError(f"{name} must be {rule}, got {value!r}", exit_code=2)
     free_mb = available_memory_mb() if memory_mb is not None else None
@@ -301,11 +324,16 @@ def _check_exact(resolved: list[PlannedTask], num_problems: int | None, memory_m
                         f"{' on the GPU' if _on_gpu() else ''}); give at most that (default {DEFAULT_EXACT_MEMORY_MB:g})",
                         exit_code=2)
     for planned in resolved:
+        problems = num_problems or (None if is_fixed_set(planned.task) else DEFAULT_PROCEDURAL_PROBLEMS)
         try:
-            count = len(task_answer_set(planned.task))
+            by = exact_by(planned.task)
         except ExactError as err:
             raise EvalError(f"--exact: {err}", exit_code=2) from None
-        problems = num_problems or (None if is_fixed_set(planned.task) else DEFAULT_PROCEDURAL_PROBLEMS)
+        if by == BY_GOLD:
+            log(f"{planned.name}: exact, each problem's gold completion teacher-forced"
+                + (f" ({problems} problem{'s' * (problems != 1)})" if problems else ""))
+            continue
+        count = len(task_answer_set(planned.task))
         times = (f" × {problems} problem{'s' * (problems != 1)} = {count * problems:,} sequences" if problems
                  else " per problem")
         if count > limit:
@@ -455,15 +483,20 @@ def _run_exact(plan: EvalPlan, planned: PlannedTask, sampler: Any, examples: lis
 
 
 def _exact_summary(result: EvalResult) -> dict[str, Any]:
-    """The exact-only part of a summary: enumerated mass and the reference policies' pass@k."""
+    """The exact-only part of a summary: how p was computed (``exact_by``) and, enumerating an answer set, the
+    enumerated mass and the reference policies' pass@k (a one-gold task has neither)."""
     from grae.eval.records import read_rows
 
-    from .exact import NEAR_MISS_W, reference_table
+    from .exact import BY_ANSWER_SET, BY_GOLD, NEAR_MISS_W, reference_table
 
     counts = result.counts
+    rows = read_rows(result.output_path) if result.output_path else result.rows
+    if any(row.get("exact_by") == BY_GOLD for row in rows or []):
+        return {"exact": True, "exact_by": BY_GOLD}
     ks = sorted({1, 16, 64, 256} & set(result.curve) | {max(result.curve)})
-    table = reference_table(counts, read_rows(result.output_path) if result.output_path else None, ks)
-    return {"exact": True, "mass_mean": float(counts.mass.mean()), "mass_min": float(counts.mass.min()),
+    table = reference_table(counts, rows, ks)
+    return {"exact": True, "exact_by": BY_ANSWER_SET, "mass_mean": float(counts.mass.mean()),
+            "mass_min": float(counts.mass.min()),
             "near_miss_w": NEAR_MISS_W,
             "references": {name: {str(k): v for k, v in row.items()} for name, row in table.items()}}
 
@@ -496,13 +529,15 @@ def evaluate_tasks(
     on_task: Callable[[str, EvalResult, dict[str, Any]], None] | None = None,
     vllm_options: dict[str, Any] | None = None,
     confirm: Callable[[CostEstimate], None] | None = None,
+    planned: Sequence[PlannedTask] = (),
 ) -> TasksResult:
     """Evaluate ``model`` on ``tasks`` (``grae eval``; entries as in :mod:`grae.eval.tasks`) into ``output``
     [default: ``eval/<label>``] and return the results per task.
 
     Args:
         model: a local directory, a preset (``tiny``, ``smollm2``) or a hub id.
-        tasks: ``--tasks`` entries (each may be comma-separated).
+        tasks: ``--tasks`` entries (each may be comma-separated); ``planned``: tasks already built (a train
+            run's own, :mod:`grae.eval.run_heldout`), evaluated after them.
         n, temperature, top_p, max_tokens, seed: sampling (``max_tokens`` None: the task's default).
         num_problems: first N held-out problems (None: all of a dataset, 100 of a procedural task).
         batch_size: sequences per generate call (None: :func:`grae.eval.backends.default_batch_size`).
@@ -529,7 +564,8 @@ def evaluate_tasks(
     plan = plan_tasks(model, tasks, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                       num_problems=num_problems, output=output, batch_size=batch_size, seed=seed, backend=backend,
                       prompt_style=prompt_style, task_params=task_params, label=label, overwrite=overwrite, log=log,
-                      exact=exact, exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates)
+                      exact=exact, exact_memory_mb=exact_memory_mb, exact_max_candidates=exact_max_candidates,
+                      planned=planned)
     if on_start is not None:
         on_start(plan)
     return run_plan(plan, num_problems=num_problems, device=device, dtype=dtype, progress=progress, on_task=on_task,

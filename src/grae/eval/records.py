@@ -5,6 +5,9 @@ One row per sample::
     {"question_id": str, "generation_id": int, "task": str, "prompt": str, "response": str,
      "pred_answer": str | null, "gold_answer": str, "label": bool}
 
+plus ``"truncated": true`` on a completion the token budget cut (labelled false unless the task's
+``score_truncated``; :class:`grae.eval.backends.Completion`) and ``"image_id"`` on a visual task's row.
+
 The seeds' files (rows with at least ``question_id`` and ``label``) read the same way.
 
 Crash safety: rows are appended, flushed and fsync'd once per batch, so a killed writer leaves
@@ -121,8 +124,18 @@ class RowWriter:
 
 
 def file_stem(name: str) -> str:
-    """A task name as a file name stem: runs of characters other than letters, digits, ``_.-`` become ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "task"
+    """A task name as a file name stem (:func:`task_label` of it): runs of characters other than letters, digits,
+    ``_.-`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", task_label(name)).strip("_.") or "task"
+
+
+def task_label(name: str) -> str:
+    """How reports and file names call a task: a local data file's ``local:<path>`` (the name ``grae train`` gives
+    it) by the file's name without its suffixes, as ``grae eval --tasks <path>`` names the same file (their
+    question ids are the same, ``<file name>/<id>``); every other name as it is."""
+    if name.startswith("local:"):
+        return Path(name.removeprefix("local:")).name.split(".")[0] or name
+    return name
 
 
 def as_label(value: Any) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grae.io import atomic_write_text
 
-from .records import RecordsError, file_stem, iter_rows
+from .records import RecordsError, file_stem, iter_rows, task_label
 from .stats import ProblemCounts, count_problems, passk_estimates, shared_problems
 
 Curve = Mapping[int, float]
@@ -324,8 +324,8 @@ def write_report(sources: Sequence[str | Path], output_dir: str | Path, labels: 
         raise ValueError(f"labels must be distinct, got {labels} (an input given twice?); pass --label for each input")
     per_task: dict[str, dict[str, TaskCurve]] = {}
     for label, task_curves in inputs:
-        for task, tc in task_curves.items():
-            per_task.setdefault(task, {})[label] = tc
+        for task, tc in task_curves.items():  # a train run's local:<path> and an eval of <path>: one task
+            per_task.setdefault(task_label(task), {})[label] = tc
     notes = {task: compare_on_shared(tcs) for task, tcs in per_task.items() if len(tcs) > 1}
     for task, tcs in per_task.items():
         mixed = temperature_labels(tcs)

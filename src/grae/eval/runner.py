@@ -69,6 +69,39 @@ def rows_done(output_path: str | Path, question_ids: Sequence[str]) -> set[tuple
             if str(row.get("question_id")) in wanted and isinstance(row.get("generation_id"), int)}
 
 
+def check_resumed_rows(output_path: Path, examples: Sequence[dict[str, Any]], task: Any) -> None:
+    """Each row on disk of these problems, checked against the task before a resume counts it: its
+    ``gold_answer`` is the example's gold and its ``label`` is what the task's verifier says of its ``response``
+    now. A row edited, or written for another task or file, raises :class:`RecordsError` naming the row: pass@k
+    is never computed from labels the verifier does not give."""
+    if not output_path.exists():
+        return
+    by_id = {str(example["question_id"]): example for example in examples}
+    verdicts: dict[tuple[str, str, bool], bool] = {}
+    fix = "rerun with --overwrite to sample them again, or choose another output"
+    for number, row in enumerate(iter_rows(output_path), start=1):
+        example = by_id.get(str(row.get("question_id")))
+        if example is None or not isinstance(row.get("generation_id"), int):
+            continue
+        here = f"{output_path}: row {number} ({row.get('question_id')} #{row['generation_id']})"
+        gold = None if example.get("answer") is None else str(example["answer"])
+        if row.get("gold_answer") != gold:
+            raise RecordsError(f"{here}: gold_answer {row.get('gold_answer')!r}, the task's is {gold!r}; the rows were "
+                               f"written for other data or edited: {fix}")
+        response, label = row.get("response"), row.get("label")
+        if not isinstance(response, str) or not isinstance(label, bool):
+            raise RecordsError(f"{here}: expected a text response and a true/false label, got {type(response).__name__} "
+                               f"and {label!r}: {fix}")
+        key = (str(row["question_id"]), response, row.get("truncated") is True)
+        if _unscored_cut(task, row):
+            verdicts[key] = False
+        elif key not in verdicts:
+            verdicts[key] = float(task.score(response, example)) > 0.5
+        if verdicts[key] != label:
+            raise RecordsError(f"{here}: label {label}, but the task's verifier scores its response {verdicts[key]}; "
+                               f"the rows were edited or scored by another verifier: {fix}")
+
+
 def call_seed(seed: int, question_id: str, start: int) -> int:
     """A 31-bit seed determined by ``(seed, question_id, start)`` (stable across processes and platforms)."""
     digest = hashlib.sha256(f"{seed}\x00{question_id}\x00{start}".encode()).digest()
@@ -270,6 +303,7 @@ def run_samples(
         output_path = Path(output_path)
         _check_resume(output_path, settings)
         repair_tail(output_path)
+        check_resumed_rows(output_path, examples, task)
         done = rows_done(output_path, question_ids)
         writer = RowWriter(output_path)
     num_resumed = len({pair for pair in done if pair[1] < n})
@@ -327,8 +361,15 @@ def run_samples(
     )
 
 
+def _unscored_cut(task: Any, row_or_response: Any) -> bool:
+    """A completion the token budget cut (a :class:`~grae.eval.backends.Completion`, or a row marked ``truncated``)
+    that the task does not ask to score (``score_truncated``): it scores 0 without being read."""
+    cut = row_or_response.get("truncated") if isinstance(row_or_response, dict) else getattr(row_or_response, "cut", False)
+    return cut is True and not getattr(task, "score_truncated", False)
+
+
 def _row(task: Any, name: str, example: dict[str, Any], prompt: str, generation_id: int, response: str) -> dict[str, Any]:
-    score = float(task.score(response, example))
+    score = 0.0 if _unscored_cut(task, response) else float(task.score(response, example))
     return {
         "question_id": str(example["question_id"]),
         "generation_id": generation_id,
@@ -339,6 +380,7 @@ def _row(task: Any, name: str, example: dict[str, Any], prompt: str, generation_
         "gold_answer": None if example.get("answer") is None else str(example["answer"]),
         "label": score > 0.5,
         **({"image_id": str(example["image_id"])} if example.get("image_id") is not None else {}),
+        **({"truncated": True} if getattr(response, "cut", False) is True else {}),
     }
 
 
@@ -400,10 +442,11 @@ def evaluate_exact(
     memory_mb: float | None = None,
     estimate: Callable[[float], None] | None = None,
 ) -> EvalResult:
-    """Exact pass@k of ``examples`` by answer enumeration (:mod:`grae.eval.exact`), recorded like sampled
-    rows: ``settings`` (with ``temperature``, ``top_p``, ``max_tokens``; ``"exact": True`` is added) go to
-    the rows' sidecar, so sampled rows on disk are never mistaken for exact ones. The one code path of
-    ``grae eval --exact`` and of the held-out evaluations of ``grae train``/``grae compare`` with exact.
+    """Exact pass@k of ``examples`` (:mod:`grae.eval.exact`: answer enumeration, or for a one-gold task such as
+    ``chain_trace`` its gold completion teacher-forced, chosen by task), recorded like sampled rows:
+    ``settings`` (with ``temperature``, ``top_p``, ``max_tokens``; ``"exact": True`` is added) go to the rows'
+    sidecar, so sampled rows on disk are never mistaken for exact ones. The one code path of ``grae eval --exact``
+    and of the held-out evaluations of ``grae train``/``grae compare`` with exact.
 
     Exact rows are recomputed whole (seconds), never resumed. ``render``: prompt → model text (default:
     the tokenizer's chat template for message lists, strings as they are). pass@k for k = 1, 2, 4, …, ``k_max``.

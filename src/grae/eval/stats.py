@@ -156,17 +156,66 @@ def shared_problems(counts: Sequence[ProblemCounts]) -> list[str]:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate and its percentile bootstrap interval (``lo``/``hi`` are NaN without bootstrap)."""
+    """A point estimate and its percentile bootstrap interval (``lo``/``hi`` are NaN without bootstrap).
+    ``n_eff``: set where the interval is the binomial one at that n (:func:`bounds_at_n`) because the values
+    left no spread to resample (every problem at 0 %, at 100 %, or all equal)."""
 
     value: float
     lo: float = float("nan")
     hi: float = float("nan")
+    n_eff: int | None = None
 
     def as_dict(self) -> dict[str, float]:
         out = {"value": self.value}
         if not np.isnan(self.lo):
             out.update(lo=self.lo, hi=self.hi)
+        if self.n_eff is not None:
+            out["n_eff"] = self.n_eff
         return out
+
+
+def edge_bound(n_eff: int, level: float = 0.95) -> float:
+    """How far from 0 the mean of a quantity in [0, 1] can lie, at one-sided ``level``, when ``n_eff`` independent
+    draws of it were all 0: 1 − (1 − level)^(1/n_eff) (Clopper–Pearson at x = 0; ≈ 3/n_eff at 95 %, the rule of
+    three). It holds for any quantity in [0, 1], not only a 0/1 one: P(X = 0) ≤ 1 − E[X], so n_eff zeros have
+    probability at most (1 − E[X])^n_eff. By symmetry the same distance bounds a mean below 1 when all were 1."""
+    return 1.0 - (1.0 - level) ** (1.0 / max(int(n_eff), 1))
+
+
+def bounds_at_n(mean: float, n_eff: int, level: float = 0.95, *, difference: bool = False) -> tuple[float, float]:
+    """The interval of a mean whose values left no spread to estimate one from (every value equal), from the n it
+    rests on alone, instead of a zero-width [mean, mean]:
+
+    * a proportion at 0 (at 1): the one-sided bound :func:`edge_bound` at ``level`` above 0 (below 1);
+    * a proportion inside (0, 1): Wilson's score interval at ``n_eff``;
+    * ``difference`` (values in [−1, 1], all 0): ± :func:`edge_bound` at the two-sided level, since
+      P(D = 0) ≤ 1 − |E[D]| for D in [−1, 1] as for a proportion; all +1 (−1): (D + 1)/2 is a proportion at 1
+      (at 0), so the mean lies within 2 · :func:`edge_bound` of it.
+
+    A difference that is constant elsewhere in (−1, 1) is returned as [mean, mean]: nothing bounds it from n alone."""
+    from scipy.stats import norm
+
+    if difference:
+        two_sided = edge_bound(n_eff, 1 - (1 - level) / 2)
+        if mean == 0:
+            return -two_sided, two_sided
+        if abs(mean) >= 1:
+            return (1 - 2 * two_sided, 1.0) if mean > 0 else (-1.0, -1 + 2 * two_sided)
+        return mean, mean
+    if mean <= 0.0:
+        return 0.0, edge_bound(n_eff, level)
+    if mean >= 1.0:
+        return 1.0 - edge_bound(n_eff, level), 1.0
+    z = float(norm.ppf(0.5 + level / 2))
+    n = max(int(n_eff), 1)
+    centre = (mean + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n))
+    return float(centre - half), float(centre + half)
+
+
+def _no_spread(values: np.ndarray) -> np.ndarray:
+    """Per column of ``values[problems, ks]``: whether every problem has the same value (nothing to resample)."""
+    return np.all(values == values[:1], axis=0)
 
 
 def default_ks(counts: ProblemCounts) -> list[int]:
@@ -208,7 +257,17 @@ def passk_estimates(counts: ProblemCounts, ks: Sequence[int] | None = None, *, b
     if bootstrap <= 0:
         return {int(k): Estimate(float(v)) for k, v in zip(ks, point)}
     lo, hi = _interval(values, bootstrap, seed, level)
-    return {int(k): Estimate(float(v), float(a), float(b)) for k, v, a, b in zip(ks, point, lo, hi)}
+    return {int(k): _estimate(v, a, b, flat, values.shape[0], level)
+            for k, v, a, b, flat in zip(ks, point, lo, hi, _no_spread(values))}
+
+
+def _estimate(value: float, lo: float, hi: float, flat: bool, n_eff: int, level: float,
+              difference: bool = False) -> Estimate:
+    """An :class:`Estimate`; where the values had no spread (``flat``) its interval is :func:`bounds_at_n`'s."""
+    if not flat:
+        return Estimate(float(value), float(lo), float(hi))
+    lo, hi = bounds_at_n(float(value), n_eff, level, difference=difference)
+    return Estimate(float(value), lo, hi, n_eff if (lo, hi) != (value, value) else None)
 
 
 def paired_difference(base: ProblemCounts, other: ProblemCounts, ks: Sequence[int] | None = None, *,
@@ -231,7 +290,8 @@ def paired_difference(base: ProblemCounts, other: ProblemCounts, ks: Sequence[in
     if bootstrap <= 0:
         return {int(k): Estimate(float(v)) for k, v in zip(ks, point)}, shared
     lo, hi = _interval(diff, bootstrap, seed, level)
-    return {int(k): Estimate(float(v), float(x), float(y)) for k, v, x, y in zip(ks, point, lo, hi)}, shared
+    return {int(k): _estimate(v, x, y, flat, diff.shape[0], level, difference=True)
+            for k, v, x, y, flat in zip(ks, point, lo, hi, _no_spread(diff))}, shared
 
 
 def _check_ks(ks: Sequence[int], counts: ProblemCounts) -> None:

@@ -92,8 +92,10 @@ def model_task_params(model: str, entry: str) -> tuple[dict[str, Any], str] | No
         return None
     import yaml
 
+    from grae.yaml_io import load_yaml
+
     try:
-        task = (yaml.safe_load(config.read_text()) or {}).get("task") or {}
+        task = (load_yaml(config.read_text()) or {}).get("task") or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
         return None
     if not isinstance(task, dict) or task.get("name") != entry or not isinstance(task.get("params"), dict):

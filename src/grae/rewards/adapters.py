@@ -94,16 +94,40 @@ def make_overlong_reward_fn(max_len: int, cache_len: int, factor: float = 1.0) -
     return OverlongReward(max_len, cache_len, factor)
 
 
+def cut_at_budget(completion_ids: Sequence[Sequence[int]] | None, log_extra: Any) -> list[bool] | None:
+    """Which completions were cut at the token budget, by TRL's own test (``GRPOTrainer``'s
+    ``completions/clipped_ratio`` and ``mask_truncated_completions``): the last token is neither an EOS token nor
+    the pad token. The ids are TRL's ``completion_ids`` reward argument; the EOS and pad ids are the trainer's,
+    reached through the ``log_extra`` argument TRL passes (a method of the trainer). None when either is missing
+    (a reward called outside TRL): nothing is known to be cut."""
+    trainer = getattr(log_extra, "__self__", None)
+    eos = getattr(trainer, "eos_token_ids", None)
+    tokenizer = getattr(trainer, "_tokenizer", None) or getattr(trainer, "processing_class", None)
+    if completion_ids is None or eos is None or tokenizer is None:
+        return None
+    ends = {*eos, getattr(tokenizer, "pad_token_id", None)}
+    return [len(ids) > 0 and ids[-1] not in ends for ids in completion_ids]
+
+
 class TaskReward(_Named):
     """TRL reward scoring each completion with ``task.score`` (binary), built by :func:`make_reward_fn`.
 
     Rebuilds the example from the dataset columns TRL passes (``question_id``, ``answer``, ``task``,
     ``question``); a row without ``answer`` gets ``None``.
+
+    A completion cut at the token budget (:func:`cut_at_budget`) scores 0.0 without being read: its last number or
+    box is wherever the budget fell, not an answer (a policy paid for it learns to ramble until the cut). Pass
+    ``score_truncated=True`` to read it as if it had ended. TRL's ``mask_truncated_completions`` is a separate
+    knob: it drops cut completions from the loss; their reward still enters their group's baseline, and 0.0 is
+    what an unanswered completion is worth there.
     """
 
-    def __init__(self, task: ScoringTask, name: str | None = None):
+    def __init__(self, task: ScoringTask, name: str | None = None, *, score_truncated: bool = False):
+        if not isinstance(score_truncated, bool):
+            raise TypeError(f"score_truncated: True or False, got {score_truncated!r}")
         self.task = task
         self.__name__ = name or "accuracy"
+        self.score_truncated = score_truncated
 
     def __call__(
         self,
@@ -112,6 +136,7 @@ class TaskReward(_Named):
         question_id: Sequence[str] | None = None,
         task: Sequence[str] | None = None,
         question: Sequence[str] | None = None,
+        completion_ids: Sequence[Sequence[int]] | None = None,
         **kwargs: Any,
     ) -> list[float | None]:
         if answer is None:
@@ -119,27 +144,30 @@ class TaskReward(_Named):
                 f"reward {self.__name__!r} needs the dataset column 'answer'; build the dataset with "
                 "grae.data `task.to_hf_dataset(examples)`"
             )
-        scored = [i for i in range(len(completions)) if answer[i] is not None]
+        cut = None if self.score_truncated else cut_at_budget(completion_ids, kwargs.get("log_extra"))
+        scored = [i for i in range(len(completions)) if answer[i] is not None and not (cut and cut[i])]
         examples = [{
             "answer": answer[i],
             "question_id": question_id[i] if question_id is not None else None,
             "task": task[i] if task is not None else self.task.name,
             "question": question[i] if question is not None else None,
         } for i in scored]
-        return _scatter(len(completions), scored,
-                        self.task.score_batch([completion_text(completions[i]) for i in scored], examples))
+        scores = _scatter(len(completions), scored,
+                          self.task.score_batch([completion_text(completions[i]) for i in scored], examples))
+        return [0.0 if cut and cut[i] and answer[i] is not None else score for i, score in enumerate(scores)]
 
 
-def make_reward_fn(task: ScoringTask, name: str | None = None) -> TaskReward:
+def make_reward_fn(task: ScoringTask, name: str | None = None, *, score_truncated: bool = False) -> TaskReward:
     """TRL reward function for a grae task object (``task.reward_fn(name)`` is the same); for a registry
     name: ``grae.data.get_task("chain_sum", **params).reward_fn()``.
 
-    ``__name__`` is ``name`` or ``"accuracy"``. The returned object is picklable (a class instance).
+    ``__name__`` is ``name`` or ``"accuracy"``. The returned object is picklable (a class instance). A completion
+    cut at the token budget scores 0.0 unless ``score_truncated`` (:class:`TaskReward`).
     """
     if isinstance(task, str):
         raise TypeError(f"make_reward_fn takes a task object; for the task named {task!r} use "
                         f"grae.data.get_task({task!r}, **params).reward_fn()")
-    return TaskReward(task, name)
+    return TaskReward(task, name, score_truncated=score_truncated)
 
 
 __all__ = [
@@ -149,6 +177,7 @@ __all__ = [
     "ScoringTask",
     "TaskReward",
     "accuracy_reward",
+    "cut_at_budget",
     "make_format_reward_fn",
     "make_overlong_reward_fn",
     "make_reward_fn",

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from grae.rewards.numbers import last_number
+
 #: Completions longer than this are cut to their last ``MAX_SCAN_CHARS`` characters before extraction
 #: (~32k tokens of reasoning; answers live at the end). Bounds the work on 1 MB hostile outputs.
 MAX_SCAN_CHARS = 131_072
@@ -229,12 +231,12 @@ _NUMBER_RE = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
 def extract_last_number(text: str) -> str | None:
-    """The last number of ``text``, thousands separators removed (``"7 + 5 = 12. So 1,212."`` -> ``"1212"``);
-    None when it has none."""
+    """The last number of ``text`` as written, thousands separators removed (``"7 + 5 = 12. So 1,212."`` ->
+    ``"1212"``; fractions, ``.5``, ``1.5e-3``, ``50%`` are numbers: :mod:`grae.rewards.numbers`); None when it has
+    none, or when its last number is part of an expression (``10-12``, ``2\\pi``) rather than an answer."""
     if not isinstance(text, str):
         return None
-    numbers = _NUMBER_RE.findall(_tail(text))
-    return numbers[-1].replace(",", "") if numbers else None
+    return last_number(_tail(text))
 
 
 def extract_after_marker(text: str, marker: str = "####") -> str | None:

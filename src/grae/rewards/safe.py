@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grae.rewards import _stats
+from grae.supervision.beacon import leave_if_copy, reward_call
 
 
 class RewardFunctionError(RuntimeError):
@@ -71,7 +72,7 @@ def _slice_kwargs(kwargs: dict[str, Any], n: int, i: int) -> dict[str, Any]:
     return {k: [v[i]] if isinstance(v, (list, tuple)) and len(v) == n else v for k, v in kwargs.items()}
 
 
-def _run_with_timeout(fn: Callable[[], Any], timeout: float | None) -> tuple[str, Any]:
+def _run_with_timeout(fn: Callable[[], Any], timeout: float | None, name: str = "") -> tuple[str, Any]:
     """``("ok", value)``, ``("error", exc)`` or ``("timeout", None)``.
 
     With a timeout the call runs in a daemon thread; a call that overruns is *abandoned*, not killed
@@ -90,6 +91,7 @@ def _run_with_timeout(fn: Callable[[], Any], timeout: float | None) -> tuple[str
             box["value"] = fn()
         except BaseException as exc:  # noqa: BLE001
             box["error"] = exc
+        leave_if_copy(name)  # a fork in the call: in the copy, only this thread goes on
 
     thread = threading.Thread(target=target, daemon=True, name="grae-safe-reward")
     thread.start()
@@ -164,8 +166,12 @@ class SafeReward:
         ) from first
 
     def __call__(self, prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float | None]:
-        kwargs = {"prompts": prompts, "completions": completions, **kwargs}
         n = len(completions) if completions is not None else 0
+        # a supervised grae train knows which reward runs, and how long it may (samples × timeout, one at a time)
+        with reward_call(self.__name__, n * self.timeout if self.timeout is not None else None):
+            return self._call(n, {"prompts": prompts, "completions": completions, **kwargs})
+
+    def _call(self, n: int, kwargs: dict[str, Any]) -> list[float | None]:
         if n == 0:
             return []
         if self.timeout is None:  # batch call first; isolate samples only if it fails
@@ -178,7 +184,7 @@ class SafeReward:
         first: BaseException | None = None
         for i in range(n):
             sample = _slice_kwargs(kwargs, n, i)
-            status, out = _run_with_timeout(lambda s=sample: self.fn(**s), self.timeout)
+            status, out = _run_with_timeout(lambda s=sample: self.fn(**s), self.timeout, self.__name__)
             value = _as_list(out, 1) if status == "ok" else None
             if value is None or value[0] is BAD:
                 failures += 1
@@ -198,8 +204,11 @@ class AsyncSafeReward(SafeReward):
     """Callable wrapper returned by :func:`safe_reward` for ``async`` reward functions."""
 
     async def __call__(self, prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float | None]:
-        kwargs = {"prompts": prompts, "completions": completions, **kwargs}
         n = len(completions) if completions is not None else 0
+        with reward_call(self.__name__, self.timeout):  # its samples run concurrently
+            return await self._call_async(n, {"prompts": prompts, "completions": completions, **kwargs})
+
+    async def _call_async(self, n: int, kwargs: dict[str, Any]) -> list[float | None]:
         if n == 0:
             return []
         if self.timeout is None:  # batch call first; isolate samples only if it fails

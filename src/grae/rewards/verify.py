@@ -36,6 +36,7 @@ from typing import Any
 
 from grae.rewards import _pool, _stats
 from grae.rewards.extract import clean_answer, completion_text, extract_boxed, extract_math_answer
+from grae.rewards.numbers import read_number
 
 #: Extracted answers (and gold answers) longer than this are not parsed: the prediction scores 0.0
 #: (``stats()["rejected"]``); an over-long gold is only compared as an exact string.
@@ -79,10 +80,9 @@ def clear_cache() -> None:
 _SPACING_RE = re.compile(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[!,;: ]|\\displaystyle(?![A-Za-z])|~")
 _MACRO_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
 _WS_RE = re.compile(r"\s+")
-_INT_OR_DEC_RE = re.compile(r"([+-]?)(\d{0,40})(?:\.(\d{1,40}))?")
-_FRAC_BRACED_RE = re.compile(r"([+-]?)\\frac\{([+-]?\d{1,40})\}\{(\d{1,40})\}")
-_FRAC_SHORT_RE = re.compile(r"([+-]?)\\frac(\d)(\d)")
-_SLASH_RE = re.compile(r"([+-]?\d{1,40})/(\d{1,40})")
+#: two digit runs apart only by spaces (``4 2``; LaTeX thin spaces between thousands, ``1\\,000``, aside)
+_SPLIT_DIGITS_RE = re.compile(r"\d\s+\d")
+_THIN_SPACE_THOUSANDS_RE = re.compile(r"(?<=\d)\\[,;:! ](?=\d{3})")
 
 
 def normalize_latex(s: str) -> str:
@@ -98,27 +98,10 @@ def normalize_latex(s: str) -> str:
 
 
 def parse_number(s: str) -> Fraction | None:
-    """Exact value of a plain number in normalised form (``-12``, ``0.5``, ``.5``, ``3/4``,
-    ``\\frac{3}{4}``, ``\\frac34``, ``-\\frac{1}{2}``), else ``None``. At most 40 digits per part."""
-    m = _INT_OR_DEC_RE.fullmatch(s)
-    if m is not None and (m.group(2) or m.group(3)):
-        sign, whole, frac = m.groups()
-        value = Fraction(int(whole or "0"))
-        if frac:
-            value += Fraction(int(frac), 10 ** len(frac))
-        return -value if sign == "-" else value
-    for pattern in (_FRAC_BRACED_RE, _FRAC_SHORT_RE):
-        m = pattern.fullmatch(s)
-        if m is not None:
-            sign, num, den = m.groups()
-            if int(den) == 0:
-                return None
-            value = Fraction(int(num), int(den))
-            return -value if sign == "-" else value
-    m = _SLASH_RE.fullmatch(s)
-    if m is not None and int(m.group(2)) != 0:
-        return Fraction(int(m.group(1)), int(m.group(2)))
-    return None
+    """Exact value of a plain number in normalised form (``-12``, ``0.5``, ``.5``, ``3/4``, ``\\frac{3}{4}``,
+    ``\\frac34``, ``-\\frac{1}{2}``, ``1,234``, ``1.5e-3``, ``1.5\\times10^{-3}``, ``2^{10}``, ``50\\%``: the grammar
+    of :mod:`grae.rewards.numbers`), else ``None``. At most 40 digits per part."""
+    return read_number(s)
 
 
 def canonical_answer(answer: str | None) -> str | None:
@@ -137,7 +120,10 @@ def canonical_answer(answer: str | None) -> str | None:
 
 
 def fast_compare(pred: str, gold: str) -> bool | None:
-    """``True``/``False`` when decidable without sympy, ``None`` to defer to math_verify."""
+    """``True``/``False`` when decidable without sympy, ``None`` to defer to math_verify. An answer whose digits are
+    apart only by spaces (``4 2``) is two numbers, never one: False (math-verify reads it as a product)."""
+    if _SPLIT_DIGITS_RE.search(_THIN_SPACE_THOUSANDS_RE.sub("", pred)):
+        return False
     a, b = normalize_latex(pred), normalize_latex(gold)
     if a and a == b:
         return True

@@ -53,6 +53,23 @@ class SamplingConfig:
         """True when the generation step differs from TRL's own (filtering or selection)."""
         return self.dynamic or self.selection != "uniform"
 
+    def conflict_with(self, estimator: object) -> str | None:
+        """Why this sampling cannot feed ``estimator`` (one line naming the field and the fix), or None. An estimator
+        that trains only on all-wrong groups (``only_all_wrong_groups``: ``zero_success_gate``) gets nothing from
+        dynamic sampling that drops them, and is starved by VADE's selection: its score p(1 − p) steers the batch
+        away from prompts the policy never solves (posterior mean → 0), the very groups the gate updates."""
+        if not getattr(estimator, "only_all_wrong_groups", False):
+            return None
+        name = getattr(estimator, "name", type(estimator).__name__)
+        if self.dynamic and self.drop != "all_correct":
+            return (f"sampling.drop: {self.drop!r} drops the all-wrong groups, the only groups estimator {name!r} trains "
+                    "on (every update would be zero); set sampling.drop: all_correct, or turn sampling.dynamic off")
+        if self.selection == "vade":
+            return (f"sampling.selection: 'vade' picks prompts by p(1 − p) and so steers away from the prompts the "
+                    f"policy never solves, the only groups estimator {name!r} trains on (it would starve the gate it "
+                    "feeds); set sampling.selection: uniform")
+        return None
+
     def check(self) -> None:
         """Raise ``ValueError`` naming the field and the fix."""
         if self.drop not in DROP_CHOICES:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from grae.engines.learning_signal import likely_causes, progress_mark
+from grae.engines.learning_signal import progress_mark
 from grae.io import append_jsonl, atomic_write_text
 
 #: metrics.jsonl column -> TRL/GraeTrainer log key
@@ -96,32 +96,13 @@ def _rebuild_lost_rows(path: Path, checkpoint: str, log) -> None:
     log(f"{path.name}: {len(lost)} rows missing (steps {lost[0]}-{lost[-1]}) were rebuilt from {state_file}")
 
 
-#: logged steps after which a run whose every group had equal rewards is reported as having no signal
-ZERO_SIGNAL_STEPS = 5
-
-
-def zero_signal_note(rows: list[dict], first_steps: int = ZERO_SIGNAL_STEPS) -> str | None:
-    """One line when the first ``first_steps`` logged steps all had ``frac_reward_zero_std == 1`` (TRL's
-    share of groups whose rewards are all equal): group-relative advantages, the loss and grad_norm are then
-    0 and nothing trains. Names the likely cause from the mean reward; None while there is signal."""
-    head = [r for r in rows if isinstance(r.get("frac_reward_zero_std"), (int, float))][:first_steps]
-    if len(head) < first_steps or any(r["frac_reward_zero_std"] < 1.0 for r in head):
-        return None
-    rewards = [r["reward"] for r in head if isinstance(r.get("reward"), (int, float))]
-    clipped = [r["completions/clipped_ratio"] for r in head if isinstance(r.get("completions/clipped_ratio"), (int, float))]
-    cause = "likely causes: " + likely_causes(rewards, clipped)
-    return (f"no learning signal: rewards were equal within every group for the first {len(head)} logged steps "
-            f"(frac_reward_zero_std = 1, so advantages, loss and grad_norm are 0); {cause}")
-
-
 #: share of logged steps without signal above which the report says how much of the run trained nothing
 SPARSE_SIGNAL_FRAC = 0.5
 
 
 def sparse_signal_note(rows: list[dict], threshold: float = SPARSE_SIGNAL_FRAC) -> str | None:
     """One line when more than ``threshold`` of the logged steps had ``frac_reward_zero_std == 1`` (no
-    gradient) though the first steps had some signal (:func:`zero_signal_note` covers those): the
-    smollm2 recipe at training temperature 1.0 spends 29 of 50 steps so. None otherwise."""
+    gradient): the smollm2 recipe at training temperature 1.0 spends 29 of 50 steps so. None otherwise."""
     fracs = [r["frac_reward_zero_std"] for r in rows if isinstance(r.get("frac_reward_zero_std"), (int, float))]
     empty = sum(f >= 1.0 for f in fracs)
     if not fracs or empty <= threshold * len(fracs):
@@ -297,20 +278,26 @@ class RichProgress(TrainerCallback):
             TextColumn("{task.fields[stats]}"), console=console, transient=False,
         )
         self.task = None
+        #: this process speaks (the main one of a multi-process run)
+        self.main = False
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            self.progress.start()
-            self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step, stats="")
+            self.main = True
+            if self.progress.console.is_terminal:  # a log file or a pipe gets plain lines only: no bar frame
+                self.progress.start()
+                self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step,
+                                                   stats="")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.task is None or not logs or "reward" not in logs:
+        if not self.main or not logs or "reward" not in logs:
             return
         stats = " ".join(f"{label}={logs[key]:.3f}" for label, key in
                          [("reward", "reward"), ("ω", "grae/omega"), ("ACR", "grae/acr"), ("H", "entropy")]
                          if isinstance(logs.get(key), (int, float))) + progress_mark(logs)
-        self.progress.update(self.task, completed=state.global_step, stats=stats)
-        if not self.progress.console.is_terminal:  # a log file or a pipe: a plain line per logged step
+        if self.task is not None:
+            self.progress.update(self.task, completed=state.global_step, stats=stats)
+        else:  # a log file or a pipe: a plain line per logged step
             self.progress.console.print(f"train step {state.global_step}/{state.max_steps} {stats}", markup=False,
                                         highlight=False)
 

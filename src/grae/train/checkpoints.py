@@ -10,7 +10,9 @@ A ``model.safetensors`` cut short (a copy or download interrupted, a full disk) 
 ``SafetensorError: … incomplete metadata, file not fully covered`` from deep inside ``from_pretrained``,
 after ``grae train`` has claimed its run directory; ``--resume`` passes over a checkpoint with such a
 file. Each ``.safetensors`` header is checked against the file's size and each torch archive for its
-closing directory: milliseconds, no tensor is read.
+closing directory: milliseconds, no tensor is read. The completion marker lists every file of the
+checkpoint with its size (:func:`file_sizes`), so a file removed or cut after the save is found too
+(:func:`checkpoint_problem`); a marker from before that list has its weights and optimizer state looked for.
 """
 
 from __future__ import annotations
@@ -28,20 +30,22 @@ def weights_problem(model: str) -> str | None:
     path = Path(model).expanduser()
     if not path.is_dir():
         return None
-    reason = checkpoint_damage(str(path))
+    reason = checkpoint_damage(str(path), only=lambda name: not is_trainer_state_file(name))
     if reason is None:
         return None
     return (f"model: {path / reason.split(':', 1)[0]} cannot be read ({reason.split(':', 1)[1].strip()}); the file is "
             "cut short or corrupt: copy or download it again, or use another checkpoint")
 
 
-def checkpoint_damage(checkpoint: str) -> str | None:
+def checkpoint_damage(checkpoint: str, only=None) -> str | None:
     """Why ``checkpoint`` cannot be loaded whole — a ``.safetensors`` file shorter than its header
     says, a torch ``.pt``/``.bin`` archive without its closing directory (cut short) — or None. Reads
-    headers and archive directories only, not the tensors."""
+    headers and archive directories only, not the tensors. ``only(name)``: the files to look at (all)."""
     import zipfile
 
     for name in sorted(os.listdir(checkpoint)):
+        if only is not None and not only(name):
+            continue
         path = os.path.join(checkpoint, name)
         if name.endswith(".safetensors"):
             reason = _safetensors_damage(path)
@@ -74,22 +78,65 @@ def _safetensors_damage(path: str) -> str | None:
     return None
 
 
+#: weight files of a checkpoint (full model, shards, a LoRA adapter, the older torch format)
+WEIGHT_PREFIXES = ("model", "adapter_model", "pytorch_model")
+
+
+def is_weight_file(name: str) -> bool:
+    return name.startswith(WEIGHT_PREFIXES) and name.endswith((".safetensors", ".bin"))
+
+
+def is_trainer_state_file(name: str) -> bool:
+    """A file of a checkpoint that only the Trainer's resume reads (``from_pretrained`` never does): the
+    optimizer, scheduler and RNG state and the training arguments."""
+    return name in ("optimizer.pt", "scheduler.pt", "training_args.bin") or name.startswith("rng_state")
+
+
+def file_sizes(checkpoint: str) -> dict[str, int]:
+    """``{name: bytes}`` of every regular file in ``checkpoint`` but the completion marker (the marker's list)."""
+    return {entry.name: entry.stat().st_size for entry in os.scandir(checkpoint)
+            if entry.is_file() and entry.name != COMPLETE_MARKER}
+
+
+def checkpoint_problem(checkpoint: str, *, weights_only: bool = False) -> str | None:
+    """Why ``checkpoint`` (marked complete) cannot be resumed, as ``"<file>: <reason>"``: a file its marker lists
+    is missing or has another size, a weight or optimizer file is missing (a marker without the list), or a
+    file is cut or corrupt (:func:`checkpoint_damage`); None when it is whole. ``weights_only``: the weight
+    files alone (whether the trained weights survive)."""
+    listed = _marker(os.path.join(checkpoint, COMPLETE_MARKER)).get("files")
+    present = file_sizes(checkpoint)
+    if isinstance(listed, dict):
+        expected = listed
+    else:  # a marker from before the file list: the weights, and the optimizer state beside a scheduler's
+        expected = {name: present.get(name) for name in present if is_weight_file(name)} or {"model.safetensors": None}
+        if "scheduler.pt" in present:
+            expected.setdefault("optimizer.pt", None)
+    for name, size in sorted(expected.items()):
+        if weights_only and not is_weight_file(name):
+            continue
+        if name not in present:
+            return f"{name}: missing"
+        if isinstance(size, int) and present[name] != size:
+            return f"{name}: {present[name]} bytes, {size} when it was saved"
+    return checkpoint_damage(checkpoint, only=is_weight_file if weights_only else None)
+
+
 def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damaged=None) -> str | None:
     """The newest ``checkpoint-N`` in ``folder`` whose save finished (has the completion marker), whose
     files are whole (:func:`checkpoint_damage`) and, when ``run_id`` is given, that this run wrote (a
     marker naming another run, or none, is foreign). ``on_damaged(checkpoint, reason)`` hears of each
-    newer complete checkpoint passed over because a file of it is cut or corrupt."""
+    newer complete checkpoint passed over because a file of it is missing, cut or corrupt."""
     if not os.path.isdir(folder):
         return None
     steps = []
     for name in os.listdir(folder):
         marker = os.path.join(folder, name, COMPLETE_MARKER)
         if name.startswith("checkpoint-") and name[len("checkpoint-"):].isdigit() and os.path.exists(marker):
-            if run_id is None or _marker_run_id(marker) == run_id:
+            if run_id is None or marker_run_id(marker) == run_id:
                 steps.append(int(name[len("checkpoint-"):]))
     for step in sorted(steps, reverse=True):
         checkpoint = os.path.join(folder, f"checkpoint-{step}")
-        reason = checkpoint_damage(checkpoint)
+        reason = checkpoint_problem(checkpoint)
         if reason is None:
             return checkpoint
         if on_damaged is not None:
@@ -97,9 +144,16 @@ def latest_complete_checkpoint(folder: str, run_id: str | None = None, on_damage
     return None
 
 
-def _marker_run_id(marker: str) -> str | None:
+def marker_run_id(marker: str) -> str | None:
+    """The run id a completion marker names (None: none, or unreadable)."""
+    return _marker(marker).get("run_id")
+
+
+def _marker(marker: str) -> dict:
+    """The completion marker's record ({} when it is missing or unreadable)."""
     try:
         with open(marker) as f:
-            return json.load(f).get("run_id")
-    except (OSError, ValueError, AttributeError):
-        return None
+            record = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}

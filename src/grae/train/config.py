@@ -28,20 +28,12 @@ from typing import Any
 import yaml
 
 from grae.engines.rollouts import RolloutOptions
-from grae.presets import PRESET_RECIPES
 from grae.sampling import SamplingConfig
 from grae.train.errors import ConfigError
-from grae.train.model_defaults import dotted_keys, fill_pretrained_defaults, fit_sizes, is_tiny
-from grae.train.trl_recipe import (
-    DATASET_KEYS,
-    LORA_KEYS,
-    MODEL_INIT_KEYS,
-    REFUSED,
-    RENAMED,
-    RecipeError,
-    recipe_assignments,
-)
+from grae.train.model_defaults import fit_sizes
+from grae.train.trl_recipe import DATASET_KEYS, LORA_KEYS, MODEL_INIT_KEYS, REFUSED, RENAMED
 from grae.train.trl_values import trl_annotations, trl_fields
+from grae.yaml_io import load_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
@@ -172,53 +164,29 @@ class TrainConfig:
     #: key as given), and lines saying where a default was fitted to the data (grae.train.model_defaults.fit_sizes)
     explicit_keys: typing.ClassVar[frozenset[str] | None] = None
     notes: typing.ClassVar[tuple[str, ...]] = ()
+    #: (not a config key) the layers this config was resolved from, each "layer (source)" (grae.train.resolve)
+    layers: typing.ClassVar[tuple[str, ...]] = ()
     #: logged steps without learning signal (no group with non-zero advantage: every group's rewards equal) in a
     #: row after which one warning names the likely causes (reward format, token budget, task difficulty); each
     #: such step is also said on the console at once. 0: no warning (grae.engines.learning_signal)
     no_signal_steps: int = 3
+    #: train even when the held-out evaluation before training finds a base model without learning signal (it scored
+    #: 0 with >= 90 % of its completions cut at the token budget or unreadable, see
+    #: grae.engines.learning_signal.base_diagnosis); without it ``grae train`` says the diagnosis and stops before
+    #: step 1 (``--continue-without-signal``)
+    continue_without_signal: bool = False
 
 
 def load_config(source: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Read a YAML file (a path, or a name in ``grae/configs/``; None = the embedded default),
-    apply dotted ``overrides``, validate, and return the config. Overriding ``estimator`` without
-    any ``estimator_params`` override resets the parameters to the new estimator's defaults (and
-    ``task.name`` without ``task.params`` resets the task's)."""
-    overrides = {key.replace("-", "_") if key.replace("-", "_") in _RECIPE_ONLY else key: value
-                 for key, value in (overrides or {}).items()}
-    given = list(overrides)
-    try:
-        recipe = recipe_assignments(overrides)  # --dataset_name openai/gsm8k, --dtype bfloat16, as trl grpo takes them
-    except RecipeError as err:
-        raise ConfigError(f"{err} (command line)") from None
-    model = overrides.get("model", recipe.get("model"))
-    if source is None and model in PRESET_RECIPES:  # grae train --model tiny-vlm: its own recipe
-        source = PRESET_RECIPES[model]
-    if source is None and not is_tiny(model):  # another model: the recipe's and TRL's defaults, not the tiny one's
-        path, raw = None, {}
-    else:
-        path = resolve_config_path(source)
-        raw = flat_trl_keys(read_yaml(path), str(path))
-    explicit = dotted_keys(raw) if path is not None and path.parent != CONFIG_DIR else set()
-    if "train_size" in (raw.get("task") or {}):
-        recipe.pop("task.train_size", None)  # the whole split only where no size is given
-    dotted = {_flat_key(key): value for key, value in overrides.items()}
-    _refuse_two_spellings([*[(key, _flat_key(key)) for key in overrides], *_recipe_sources(given, recipe)],
-                          "on the command line")
-    overrides = {**recipe, **dotted}
-    # A different estimator (task) starts from its own defaults: parameters written for the
-    # configured one are dropped unless replaced as a whole; dotted ones are applied on top.
-    if "estimator" in overrides and "estimator_params" not in overrides:
-        raw["estimator_params"] = {}
-    if "task.name" in overrides and "task.params" not in overrides:
-        raw.setdefault("task", {})["params"] = {}
-    for key, value in overrides.items():
-        set_dotted(raw, key, value)
-    if isinstance(raw.get("reward_funcs"), str):  # trl grpo --reward_funcs a,b; one name is a list of one, as in YAML
-        raw["reward_funcs"] = [name.strip() for name in raw["reward_funcs"].split(",") if name.strip()]
-    if not is_tiny(raw.get("model")):
-        fill_pretrained_defaults(raw)
-    cfg = from_dict(TrainConfig, raw, "")
-    cfg.explicit_keys = frozenset(explicit | set(overrides))
+    """Resolve a run's configuration (:mod:`grae.train.resolve`: model defaults → preset recipe → file ``source``
+    (a path, or a name in ``grae/configs/``) → dotted ``overrides`` → validation) and return it, validated.
+    A layer that names the estimator (the task) starts its parameters from its defaults."""
+    from grae.train.resolve import resolve
+
+    resolution = resolve(source, overrides)
+    cfg = from_dict(TrainConfig, resolution.raw, "")
+    cfg.explicit_keys = resolution.explicit
+    cfg.layers = tuple(f"{name} ({where})" for name, where, _ in resolution.layers)
     validate(cfg)
     return cfg
 
@@ -238,7 +206,7 @@ def resolve_config_path(source: str | Path | None) -> Path:
 
 def read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -250,89 +218,6 @@ def read_yaml(path: Path) -> dict:
 
 #: the ``trl grpo`` script's keys that are not GRPOConfig fields (:mod:`grae.train.trl_recipe`)
 _RECIPE_ONLY = {*DATASET_KEYS, *LORA_KEYS, *MODEL_INIT_KEYS, *REFUSED, *RENAMED, "use_peft"}
-
-
-def _flat_key(key: str) -> str:
-    """A command-line key as grae spells it: ``learning_rate`` → ``trl.learning_rate`` (a GRPOConfig
-    field given flat, as TRL's own scripts take it)."""
-    head = key.split(".")[0].replace("-", "_")
-    grae_keys = {f.name for f in dataclasses.fields(TrainConfig)}
-    if head in grae_keys:
-        if head in trl_fields() and head not in MANAGED_TRL_KEYS:
-            raise ConfigError(f"{key}: ambiguous, both a grae key and a trl.GRPOConfig field; "
-                              f"write --{head} for grae's or --trl.{head} for TRL's")
-        return key
-    if head in trl_fields():
-        return f"trl.{key.replace('-', '_')}"
-    return key
-
-
-def _recipe_sources(given: list[str], recipe: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(key as given, dotted key it sets)`` for the ``trl grpo`` script keys among ``given`` whose assignment
-    is in ``recipe`` (:func:`grae.train.trl_recipe.recipe_assignments`)."""
-    targets = {**RENAMED, **{key: f"trl.model_init_kwargs.{target}" for key, target in MODEL_INIT_KEYS.items()},
-               "dataset_name": "task.name"}
-    return [(key, targets[key]) for key in given if key in targets and targets[key] in recipe]
-
-
-def _refuse_two_spellings(pairs: list[tuple[str, str]], where: str) -> None:
-    """Refuse one setting given under two names (``model`` and ``model_name_or_path``, ``learning_rate`` and
-    ``trl.learning_rate``): ``pairs`` are ``(key as given, dotted key it sets)``; the later would drop the
-    earlier without a word."""
-    seen: dict[str, str] = {}
-    for key, target in pairs:
-        if target in seen and seen[target] != key:
-            raise ConfigError(f"{target}: given twice {where}, as {seen[target]} and as {key}; one setting takes one "
-                              "spelling: keep one of them")
-        seen.setdefault(target, key)
-
-
-def _dotted_keys(raw: dict, prefix: str = "") -> list[str]:
-    """Every leaf of ``raw`` as a dotted key (``{trl: {learning_rate: 1}}`` → ``trl.learning_rate``)."""
-    out = []
-    for key, value in raw.items():
-        path = f"{prefix}{key}"
-        out += _dotted_keys(value, f"{path}.") if isinstance(value, dict) and value else [path]
-    return out
-
-
-def flat_trl_keys(raw: dict, where: str) -> dict:
-    """Move top-level GRPOConfig fields (a TRL recipe YAML) under ``trl`` and map the ``trl grpo`` script's
-    own keys to grae's (:func:`grae.train.trl_recipe.recipe_assignments`: model, dataset, model loading,
-    LoRA — ``lora_*`` count only with ``use_peft: true``, from TRL's ``ModelConfig`` defaults)."""
-    raw = dict(raw)
-    given = list(raw)
-    try:
-        recipe = recipe_assignments(raw)
-    except RecipeError as err:
-        raise ConfigError(f"{err} ({where})") from None
-    targets = {key: _flat_key(key) for key in raw}
-    nested = [(path, path) for key, target in targets.items() if key == target and isinstance(raw[key], dict)
-              for path in _dotted_keys(raw[key], f"{key}.")]
-    _refuse_two_spellings([*nested, *[(key, target) for key, target in targets.items() if not isinstance(raw[key], dict)
-                                      or key != target], *_recipe_sources(given, recipe)], f"in {where}")
-    out = {key: raw[key] for key, target in targets.items() if key == target}
-    for key, target in targets.items():
-        if key != target:
-            set_dotted(out, target, raw[key])
-    for key, value in recipe.items():
-        if key == "peft" and isinstance(out.get("peft"), dict):  # grae's own peft section wins over use_peft's defaults
-            value = {**value, **out["peft"]}
-        if key == "task.train_size" and "train_size" in (out.get("task") or {}):
-            continue  # the whole split only where no size is given
-        set_dotted(out, key, value)
-    return out
-
-
-def set_dotted(raw: dict, key: str, value: Any) -> None:
-    parts = key.split(".")
-    parts[0] = parts[0].replace("-", "_")
-    node = raw
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"{key}: {part!r} is not a section")
-    node[parts[-1]] = value
 
 
 def from_dict(cls: type, raw: dict, prefix: str) -> Any:
@@ -404,8 +289,13 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"estimator: {err.args[0] if err.args else err}") from None
     if cfg.loss_agg_mode is not None and cfg.loss_agg_mode not in AGG_MODES:
         raise ConfigError(f"loss_agg_mode: unknown {cfg.loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
-    if cfg.dual_clip is not None and cfg.dual_clip <= 1:
-        raise ConfigError(f"dual_clip: must be > 1 (verl default 3.0), got {cfg.dual_clip}")
+    from grae.engines.trl.arguments import check_dual_clip, check_reward_timeout
+
+    for check, value in [(check_dual_clip, cfg.dual_clip), (check_reward_timeout, cfg.reward_timeout)]:
+        try:
+            check(value)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(str(err)) from None
     if cfg.cov_loss is not None:
         from grae.engines.trl import _cov_loss_config
 
@@ -422,6 +312,9 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"sampling: dynamic sampling and prompt selection do not supply estimator context yet, and "
                           f"estimator {cfg.estimator!r} requires {', '.join(requires)}; set sampling.dynamic false and "
                           "sampling.selection uniform, or choose an estimator that needs only rewards")
+    conflict = cfg.sampling.conflict_with(estimator)  # GraeTrainer refuses it too, after the model loads
+    if conflict:
+        raise ConfigError(conflict)
     funcs = reward_specs(cfg)
     if "answer_id" in getattr(estimator, "requires", ()) and "task" not in funcs:
         raise ConfigError(f"estimator: {cfg.estimator!r} needs each completion's parsed answer (context answer_id), which "
@@ -435,8 +328,6 @@ def validate(cfg: TrainConfig) -> None:
                               "drop peft or sync_ref_model")
     if cfg.peft is not None:
         lora_config(cfg.peft)
-    if cfg.reward_timeout is not None and not cfg.reward_timeout > 0:
-        raise ConfigError(f"reward_timeout: must be > 0 seconds per sample (or null: no limit), got {cfg.reward_timeout}")
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
@@ -522,6 +413,7 @@ def validate(cfg: TrainConfig) -> None:
                           "probable token's probability (>= 1/vocabulary size) keeps that token alone, so a smaller "
                           f"one changes nothing but rounds to 0 in float32; write {MIN_TOP_P:g}")
     args = grpo_config(cfg, output_dir="/nonexistent-validation-only")  # TRL validates its own fields
+    _check_reward_weights(args.reward_weights, reward_specs(cfg))
     if args.learning_rate > MAX_LEARNING_RATE and not cfg.allow_large_learning_rate:
         raise ConfigError(f"trl.learning_rate: {args.learning_rate:g} is above {MAX_LEARNING_RATE:g}, where training "
                           "diverges or collapses (the tiny recipe trains at 2e-5); lower it, or force it with "
@@ -548,6 +440,17 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.sampling.dynamic and args.num_generations < 2:
         raise ConfigError(f"sampling.dynamic: needs trl.num_generations >= 2 (got {args.num_generations}): "
                           "a group of one has no reward variance")
+
+
+def _check_reward_weights(weights: Any, specs: list) -> None:
+    """``trl.reward_weights`` (numbers, as :func:`check_trl` checked): one per reward function (TRL refuses another
+    count only when it builds the trainer, after the run directory is claimed and the model loaded)."""
+    if weights is None:
+        return
+    if len(weights) != len(specs):
+        raise ConfigError(f"trl.reward_weights: {len(weights)} weights for {len(specs)} reward function"
+                          f"{'s' if len(specs) != 1 else ''} (reward_funcs: {specs}); give one weight per reward "
+                          "function, in their order, or drop reward_weights (all 1)")
 
 
 def reward_specs(cfg: TrainConfig) -> list:
@@ -588,6 +491,13 @@ def lora_config(params: dict):
             value = coerce(hint, params[key], f"peft.{key}")
             if not ok(value):
                 raise ConfigError(f"peft.{key}: must be {rule}, got {value}")
+    for key in ("target_modules", "modules_to_save", "target_parameters", "exclude_modules"):
+        value = params.get(key)
+        if value is not None and not isinstance(value, str) and not (
+                isinstance(value, list) and value and all(isinstance(v, str) and v for v in value)):
+            trl_name = f" (lora_{key} in a TRL recipe)" if key != "exclude_modules" else ""
+            raise ConfigError(f"peft.{key}{trl_name}: expected module names (a list of strings, e.g. [q_proj, v_proj]) or one "
+                              f"string (a regular expression, or all-linear for target_modules), got {value!r}")
     try:
         return LoraConfig(**{"task_type": "CAUSAL_LM", **params})
     except (TypeError, ValueError) as err:

@@ -32,10 +32,11 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     if isinstance(task, LocalTask):
         size = f"{size} ({len(task.splits()[0])} in the file's training split, {len(task.splits()[1])} held out)"
     if cfg.task.train_subset:
-        size = f"{size} of the {len(task)} in the band file {cfg.task.train_subset}"
+        size = (f"all {len(task)} problems of the band file {cfg.task.train_subset}" if cfg.task.train_size is None else
+                f"{cfg.task.train_size} of the {len(task)} problems in the band file {cfg.task.train_subset}")
     rewards = [f"task ({cfg.task.name}'s verifier)" if spec == "task" else f"{spec} ({_origin(resolve_reward(spec))})"
                for spec in reward_specs(cfg)]
-    params = ", ".join(f"{key}={value}" for key, value in cfg.estimator_params.items())
+    params = ", ".join(f"{key}={value}" for key, value in sorted(cfg.estimator_params.items()))
     chosen = cfg.explicit_keys is None or "estimator" in cfg.explicit_keys or cfg.estimator != TrainConfig.estimator
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")  # TRL's values, its defaults filled in
     batch = (f"{args.per_device_train_batch_size} completions per device step, {args.num_generations} per prompt, "
@@ -46,14 +47,35 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
                           f"{'' if chosen else ' (grae default; --estimator grpo trains TRL GRPO advantages)'}"),
             ("model", f"{cfg.model} (from_pretrained: {how})"),
-            ("task", fields_line(task) or f"{cfg.task.name}{f' {cfg.task.params}' if cfg.task.params else ''}"),
+            ("task", fields_line(task) or f"{cfg.task.name}{f' {params_of(cfg.task.params)}' if cfg.task.params else ''}"),
             *[("fitted", note) for note in cfg.notes],
             ("train on", size),
             *example_lines(task),
+            *_gold_lines(cfg, task),
             ("rewards", "; ".join(rewards)),
             ("steps", f"{cfg.max_steps}, {batch}"),
             ("held-out", heldout),
-            ("output", cfg.output_dir)]
+            ("output", cfg.output_dir),
+            ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")]
+
+
+def params_of(params: dict) -> dict:
+    """A parameter mapping in key order (the order a file or the flags give them in changes nothing)."""
+    return dict(sorted(params.items()))
+
+
+def _gold_lines(cfg: TrainConfig, task: Any) -> list[tuple[str, str]]:
+    """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`)."""
+    from grae.train.gold_check import budget_lines, check_golds, gold_lines, model_tokenizer
+    from grae.train.trl_recipe import processor_load_kwargs
+
+    heldout = cfg.eval.num_problems if cfg.eval.enabled else 0
+    check = check_golds(task, cfg.task.train_size, heldout, cfg.seed)
+    args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
+    tokenizer = model_tokenizer(cfg.model, processor_load_kwargs(cfg.trl)) if check is not None else None
+    return [*gold_lines(check), *budget_lines(check, tokenizer, args.max_completion_length,
+                                              cfg.eval.max_tokens if cfg.eval.enabled else None,
+                                              getattr(task, "instruction", None))]
 
 
 def example_lines(task: Any) -> list[tuple[str, str]]:

@@ -2,16 +2,13 @@
 
 The embedded default (``configs/default.yaml``: 500 steps at learning rate 2e-5, completions and held-out
 answers of at most 8 tokens, 200 held-out problems × 64 samples) is the shipped tiny model's. It is the base
-of ``grae train`` only when the model is a tiny one (:func:`is_tiny`: a shipped one, none named, or a local
-directory named ``tiny…``). Any other model starts from:
-
-* its preset's recipe (``--model smollm2``: ``configs/smollm2.yaml``), or
-* nothing but what the recipe or the flags say, where every other key keeps grae's dataclass default and
-  every ``trl.*`` key TRL's own ``GRPOConfig`` default (learning rate 1e-6, 256 completion tokens) — so a
-  ``trl grpo`` recipe resolves the same given as flags or as a YAML file — with these for a pretrained model
-  (:func:`fill_pretrained_defaults`): held-out answers get the training's token budget
-  (``trl.max_completion_length``), :data:`PRETRAINED_EVAL` sizes the held-out evaluation, and without a task
-  :data:`PRETRAINED_TASK` is trained (the smollm2 recipe's chain sums in chat form).
+of a run (the first layer of :mod:`grae.train.resolve`) only when the model is a tiny one (:func:`is_tiny`: a
+shipped one, none named, or a local directory named ``tiny…``). Any other model starts from grae's dataclass
+defaults and TRL's own ``GRPOConfig`` defaults (learning rate 1e-6, 256 completion tokens), with these for a
+pretrained model: :data:`PRETRAINED_EVAL` sizes the held-out evaluation and :data:`PRETRAINED_TASK` is the task
+(the smollm2 recipe's chain sums in chat form) until a layer names another; held-out answers get the
+training's token budget (``trl.max_completion_length``) unless a layer sets ``eval.max_tokens``. A preset with
+a recipe (``smollm2``) lays it on this base, whether it is named by a flag or in a YAML file.
 
 Sizes that do not fit a dataset are fitted when they were defaults and refused, naming the key, when they
 were given (:func:`fit_sizes`).
@@ -41,34 +38,6 @@ def is_tiny(model: Any) -> bool:
 
     path = Path(str(model)).expanduser()
     return path.name.startswith("tiny") and path.is_dir()
-
-
-def fill_pretrained_defaults(raw: dict) -> None:
-    """Fill the keys of a pretrained model's config ``raw`` (grae's keys, file and flags merged) that neither
-    the recipe nor the flags give: held-out evaluation size and token budget, the task."""
-    from grae.train.trl_values import trl_fields
-
-    task = raw.get("task")
-    if task is None or (isinstance(task, dict) and "name" not in task):
-        raw["task"] = {**PRETRAINED_TASK, **(task or {})}
-    if not isinstance(raw.get("eval", {}), dict):
-        return  # from_dict names the bad section
-    heldout = raw.setdefault("eval", {})
-    for key, value in PRETRAINED_EVAL.items():
-        heldout.setdefault(key, value)
-    trl = raw.get("trl") if isinstance(raw.get("trl"), dict) else {}
-    heldout.setdefault("max_tokens", trl.get("max_completion_length", trl_fields()["max_completion_length"].default))
-
-
-def dotted_keys(raw: dict, prefix: str = "") -> set[str]:
-    """Every key path of nested mapping ``raw`` (``{"task": {"train_size": 5}}`` -> ``{"task", "task.train_size"}``)."""
-    keys = set()
-    for key, value in raw.items():
-        path = f"{prefix}{key}"
-        keys.add(path)
-        if isinstance(value, dict):
-            keys |= dotted_keys(value, f"{path}.")
-    return keys
 
 
 def fit_sizes(cfg: Any, task: Any) -> list[str]:

@@ -35,22 +35,33 @@ TABLE_KEYS = ("reward_mean", "completion_length", "clip_ratio", "kl", "grad_norm
               "frac_all_wrong", "omega", "adv_pos_mass", "adv_neg_mass")
 
 
+#: the label of the completion-length panel's line at the token cap (a constant, drawn dashed)
+CAP_LABEL = "cap (max_completion_length)"
+
+
 def panel_series(rows: list[dict], before: dict[int, float] | None = None, after: dict[int, float] | None = None,
-                 steps: int | None = None) -> list[tuple[str, dict[str, list[tuple[float, float]]], tuple | None]]:
-    """What the training figure draws: per panel its title, ``{label: [(step, value)]}`` and y range. The last
-    panel is held-out pass@k at each evaluation (before training at step 0, after it at ``steps``), a line per k."""
+                 steps: int | None = None, cap: int | None = None,
+                 ) -> list[tuple[str, dict[str, list[tuple[float, float]]], tuple | None]]:
+    """What the training figure draws: per panel its title, ``{label: [(step, value)]}`` and y range. The
+    completion-length panel carries the token ``cap`` as a line (:data:`CAP_LABEL`) over the logged steps; the
+    last panel is held-out pass@k in % at each evaluation (before training at step 0, after it at ``steps``), a
+    line per k, as every other pass@k figure."""
     out = []
+    logged = [float(r["step"]) for r in rows if isinstance(r.get("step"), (int, float))]
     for title, series, limits in PANELS:
         drawn = {label: [(float(r["step"]), float(r[key])) for r in rows if isinstance(r.get(key), (int, float))]
                  for label, key in series.items()}
-        out.append((title, {label: pts for label, pts in drawn.items() if pts}, limits))
+        drawn = {label: pts for label, pts in drawn.items() if pts}
+        if "completion_length" in series.values() and cap and logged:
+            drawn[CAP_LABEL] = [(min(logged), float(cap)), (max(logged), float(cap))]
+        out.append((title, drawn, limits))
     heldout: dict[str, list[tuple[float, float]]] = {}
     for step, passk in ((0, before or {}), (steps, after or {})):
         if step is None:
             continue
         for k in _shown_ks(passk):
-            heldout.setdefault(f"pass@{k}", []).append((float(step), float(passk[k])))
-    out.append(("held-out pass@k at each evaluation", heldout, (0.0, 1.0)))
+            heldout.setdefault(f"pass@{k}", []).append((float(step), 100.0 * float(passk[k])))
+    out.append(("held-out pass@k (%) at each evaluation", heldout, (0.0, 100.0)))
     return out
 
 
@@ -61,16 +72,19 @@ def _shown_ks(passk: dict[int, float]) -> list[int]:
 
 
 def plot_training_curves(rows: list[dict], path: Path, title: str, before: dict[int, float] | None = None,
-                         after: dict[int, float] | None = None, steps: int | None = None) -> Path:
+                         after: dict[int, float] | None = None, steps: int | None = None, cap: int | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    panels = panel_series(rows, before, after, steps)
+    panels = panel_series(rows, before, after, steps, cap)
     fig, axes = plt.subplots(3, 3, figsize=(12, 9), dpi=110)
     for ax, (label, series, limits), spec in zip(axes.ravel(), panels, [*PANELS, None]):
+        limit = series.pop(CAP_LABEL, None)
+        if limit:
+            ax.axhline(limit[0][1], color="grey", linestyle="--", linewidth=1.0, label=f"cap {limit[0][1]:.0f}")
         smoothed = spec is not None and len(series) == 1 and not set(spec[1].values()) & EXACT_CURVES
         for name, pts in series.items():
             xs, ys = zip(*pts)
@@ -82,14 +96,15 @@ def plot_training_curves(rows: list[dict], path: Path, title: str, before: dict[
                 smooth = [sum(ys[max(0, i - window + 1): i + 1]) / len(ys[max(0, i - window + 1): i + 1])
                           for i in range(len(ys))]
                 ax.plot(xs, smooth, linewidth=1.6, color=line.get_color())
-        if len(series) > 1:
+        if len(series) > 1 or limit:
             ax.legend(fontsize=7)
         if not series:
             key = next(iter(spec[1].values())) if spec else None
             ax.text(0.5, 0.5, NOT_LOGGED.get(key, "not logged") if key else "held-out evaluation off",
                     ha="center", va="center", fontsize=8, transform=ax.transAxes, wrap=True)
         if limits:
-            ax.set_ylim(limits[0] - 0.02, limits[1] + 0.02)
+            pad = 0.02 * (limits[1] - limits[0])
+            ax.set_ylim(limits[0] - pad, limits[1] + pad)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
@@ -101,40 +116,58 @@ def plot_training_curves(rows: list[dict], path: Path, title: str, before: dict[
     return path
 
 
+def signal_notes(cfg: TrainConfig, rows: list[dict], base_note: str | None = None) -> list[str]:
+    """The learning-signal warnings of a run, as the console said them: the base model's diagnosis before
+    step 1 (``base_note``, :func:`grae.engines.learning_signal.base_diagnosis`), the warning of the first streak
+    of steps without signal (:func:`~grae.engines.learning_signal.first_streak_note`: word for word), and how much
+    of the run had no gradient (:func:`grae.train.callbacks.sparse_signal_note`)."""
+    from grae.engines.learning_signal import first_streak_note
+    from grae.train.callbacks import sparse_signal_note
+    from grae.train.trl_values import trl_fields
+
+    budget = cfg.trl.get("max_completion_length", trl_fields()["max_completion_length"].default)
+    notes = [base_note, first_streak_note(rows, cfg.no_signal_steps, budget), sparse_signal_note(rows)]
+    return [note if note.endswith(".") else f"{note}." for note in notes if note]
+
+
 def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], after: dict[int, float], *,
-                       steps: int, train_seconds: float) -> Path:
-    from grae.eval import markdown_table, plot_passk_curves
+                       steps: int, train_seconds: float, base_note: str | None = None) -> Path:
+    from grae.eval import plot_passk_curves
 
     rows = read_metrics(out / METRICS_FILE) if (out / METRICS_FILE).exists() else []
-    plot_training_curves(rows, out / "training.png", f"{cfg.estimator} on {cfg.task.name} ({cfg.model})", before, after,
-                         steps)
+    plot_training_curves(rows, out / "training.png", f"{run_title(out, cfg)} ({cfg.model})", before, after, steps,
+                         cap=completion_cap(cfg))
+    from grae.train.heldout_table import heldout_table, markdown
+
     curves = {"base": before, f"after {cfg.estimator}": after} if before else {}
-    if curves:
-        plot_passk_curves(curves, out / "passk.png", f"held-out pass@k, {cfg.task.name}")
+    held = heldout_table(out, before, after, cfg.eval.n, cfg.eval.seed) if before else None
+    if curves and held is not None:
+        bands = {label: {k: (e.lo, e.hi) for k, e in held.rows[row].items() if e.lo == e.lo}
+                 for label, row in zip(curves, ("base", "trained")) if row in held.rows}
+        plot_passk_curves(curves, out / "passk.png", f"held-out pass@k, {run_title(out, cfg)}",
+                          intervals={label: band for label, band in bands.items() if band})
     trl = cfg.trl
     completions = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1)
     lines = [
         f"# grae train: {cfg.estimator} on {cfg.task.name}",
         "",
         f"- model: `{cfg.model}`; estimator: `{cfg.estimator}` {cfg.estimator_params or ''}",
-        f"- budget: {steps} steps, {train_seconds:.0f} s training wall time, "
+        f"- budget: {steps} steps, {train_seconds:.0f} s training wall time{machine_note(out)}, "
         f"{completions} completions/step (G = {trl.get('num_generations', 8)}), seed {cfg.seed}",
         (f"- held-out: {cfg.eval.num_problems} problems × n = {cfg.eval.n} samples, T = {cfg.eval.temperature}"
-         if cfg.eval.enabled else "- held-out: not evaluated (eval.enabled: false); `grae eval final/` evaluates the model"),
+         if cfg.eval.enabled else f"- held-out: not evaluated (eval.enabled: false); `grae eval {out}` evaluates the "
+                                  "trained model on the run's held-out problems"),
         "",
     ]
-    if curves:
+    if curves and held is not None:
         first, last = min(before), max(before)
-        lines += ["## Held-out pass@k (%)", "", markdown_table(curves), "",
+        lines += ["## Held-out pass@k (%)", "", markdown(held), "",
                   f"pass@{first}: {100 * before[first]:.1f} → {100 * after[first]:.1f} "
                   f"({100 * (after[first] - before[first]):+.1f} points); pass@{last}: {100 * before[last]:.1f} → "
                   f"{100 * after[last]:.1f} ({100 * (after[last] - before[last]):+.1f} points)", "",
                   "![pass@k](passk.png)", ""]
-    from grae.train.callbacks import sparse_signal_note, zero_signal_note
-
-    note = zero_signal_note(rows) or sparse_signal_note(rows)
-    if note is not None:
-        lines += [f"> **Warning — {note}.**", ""]
+    for note in signal_notes(cfg, rows, base_note):
+        lines += [f"> **Warning — {note}**", ""]
     if rows:
         def mean(key, part):
             vals = [r[key] for r in part if r.get(key) is not None]
@@ -150,6 +183,35 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines))
     return path
+
+
+def completion_cap(cfg: TrainConfig) -> int | None:
+    """The run's token cap per completion: ``trl.max_completion_length``, else TRL's default."""
+    from grae.train.trl_values import trl_fields
+
+    given = cfg.trl.get("max_completion_length")
+    if given:
+        return int(given)
+    default = getattr(trl_fields().get("max_completion_length"), "default", None)
+    return int(default) if isinstance(default, int) else None
+
+
+def run_title(out: Path, cfg: TrainConfig) -> str:
+    """How the figures name a run: its directory's name and what it trained (``agrae-s0: agrae on chain_sum``)."""
+    return f"{Path(out).resolve().name}: {cfg.estimator} on {cfg.task.name}"
+
+
+def machine_note(out: Path) -> str:
+    """`` on cpu (AMD EPYC 7B13, 1 thread), load 5.2 on 2 CPUs``: what the run's wall time ran on and under, from
+    its ``eval/summary.json``; "" where it is not recorded."""
+    import json
+
+    try:
+        summary = json.loads((out / "eval" / "summary.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    device, load = summary.get("device"), summary.get("load")
+    return "".join([f" on {device}" if device else "", f", {load}" if load else ""])
 
 
 def memorisation_lines(out: Path, cfg: TrainConfig, metrics: list[dict]) -> list[str]:

@@ -39,13 +39,15 @@ from pathlib import Path
 from grae.engines.divergence import DivergenceError
 from grae.eval.identity import model_identity, trained_identity
 from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, resolve_rewards, to_dict
+from grae.train.errors import BaseWithoutSignal
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.model_defaults import fit_sizes
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
 from grae.train.trl_recipe import model_load_kwargs, processor_load_kwargs
 
-__all__ = ["INTERRUPTED_EXIT", "DiskFullError", "DivergenceError", "RunResult", "evaluate_heldout", "run_train"]
+__all__ = ["INTERRUPTED_EXIT", "BaseWithoutSignal", "DiskFullError", "DivergenceError", "RunResult", "evaluate_heldout",
+           "run_train"]
 
 #: exit status after SIGINT / SIGTERM (the shell's 128 + signal number)
 INTERRUPTED_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -145,6 +147,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
     before = heldout_pass_at_k("before", model, lambda: model_identity(cfg.model, model_path, model))
     wait_for_everyone(args)
+    base_note = decided_by_main(args, lambda: base_without_signal(cfg, out / "eval" / "before.jsonl", heldout,
+                                                                  processing) if before else None)
+    if base_note and not cfg.continue_without_signal and not resume_from:  # a resumed run has trained already
+        raise BaseWithoutSignal(base_note)
+    if base_note:
+        log(f"warning: {base_note} (training anyway: continue_without_signal)")
 
     estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
     # TRL's scale_rewards is the estimator's scale (as GraeTrainer maps it for a named estimator): the object
@@ -235,7 +243,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     from grae.io import atomic_write_json
 
     summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
-               "device": device_label(trainer.args), "generated_completions": trainer.grae_generated_completions,
+               "device": device_label(trainer.args), "load": load_label(),
+               "generated_completions": trainer.grae_generated_completions,
                "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
     atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                                                       for k, v in summary.items()})
@@ -243,8 +252,29 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     if cfg.report:
         from grae.train.report import write_train_report
 
-        report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds)
+        report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds,
+                                    base_note=base_note)
     return RunResult(out, steps, train_seconds, before, after, report, shared_bytes=shared)
+
+
+def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], processing) -> str | None:
+    """The diagnosis of a base model without learning signal (:func:`grae.engines.learning_signal.base_diagnosis`)
+    from its held-out rows in ``path``, or None. A completion counts as cut when it re-encodes to at least
+    ``eval.max_tokens`` tokens (re-encoding merges tokens at most, so a cut is never overcounted) and as unreadable
+    when the verifier reads no answer in it. Only where the task's verifier is a reward (``reward_funcs``)."""
+    from grae.engines.learning_signal import base_diagnosis
+    from grae.eval.records import iter_rows
+    from grae.train.config import reward_specs
+
+    if "task" not in reward_specs(cfg):
+        return None
+    ids = {str(example["question_id"]) for example in heldout}
+    rows = [row for row in iter_rows(path) if str(row.get("question_id")) in ids
+            and isinstance(row.get("generation_id"), int) and row["generation_id"] < cfg.eval.n]
+    tokenizer = getattr(processing, "tokenizer", processing)
+    lengths = [len(tokenizer(str(row.get("response") or ""), add_special_tokens=False)["input_ids"]) for row in rows]
+    return base_diagnosis([bool(row.get("label")) for row in rows], [n >= cfg.eval.max_tokens for n in lengths],
+                          [row.get("pred_answer") is not None for row in rows], cfg.eval.max_tokens)
 
 
 def _seconds_before(metrics: Path, resume_step: int | None) -> float:
@@ -270,6 +300,17 @@ def device_label(args) -> str:
     else:
         label = device.type
     return label + (f" × {args.world_size} processes" if args.world_size > 1 else "")
+
+
+def load_label() -> str | None:
+    """The machine's load as a run's wall time ran under: ``load 5.2 on 2 CPUs`` (the 15-minute load average at
+    its end, which spans a short run and the end of a long one); None where the platform has no load average."""
+    try:
+        load = os.getloadavg()[2]
+    except (AttributeError, OSError):
+        return None
+    cpus = os.cpu_count() or 1
+    return f"load {load:.1f} on {cpus} CPU{'s' if cpus != 1 else ''}"
 
 
 def cpu_name() -> str:
@@ -322,8 +363,9 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
     """Held-out pass@k of ``model`` (named by ``identity``) with ``cfg.eval``'s settings, resumable into
     ``path``. Rows there from other weights or settings (an extended run's old step) are replaced.
 
-    ``exact``: exact pass@k by answer enumeration (:func:`grae.eval.runner.evaluate_exact`, the code path
-    of ``grae eval --exact``) instead of ``cfg.eval.n`` samples; ``n`` is then the largest k reported."""
+    ``exact``: exact pass@k by answer enumeration or a one-gold task's teacher-forced gold completion
+    (:func:`grae.eval.runner.evaluate_exact`, the code path of ``grae eval --exact``) instead of
+    ``cfg.eval.n`` samples; ``n`` is then the largest k reported."""
     from grae.eval import evaluate
     from grae.eval.runner import discard_rows, evaluate_exact, stale_reason
 
@@ -347,11 +389,34 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
     return dict(result.curve)
 
 
+#: seconds between the plain progress lines of a held-out evaluation whose output is not a terminal
+PLAIN_PROGRESS_EVERY_S = 30.0
+
+
 @contextlib.contextmanager
 def _progress_bar(console, label: str):
-    """``progress(done, total)`` drawing the bar ``grae eval`` draws (None without a console)."""
+    """``progress(done, total)`` drawing the bar ``grae eval`` draws at a terminal; into a pipe or a log file, a
+    plain line every :data:`PLAIN_PROGRESS_EVERY_S` seconds and at the end (no bar frame); None without a console."""
     if console is None:
         yield None
+        return
+    if not console.is_terminal:
+        from grae.eval.progress_lines import plain_progress
+
+        state: dict = {}
+
+        def update(done: int, total: int) -> None:  # the total is known at the first call
+            if "lines" not in state:
+                state["lines"] = plain_progress(label, total, lambda line: console.print(
+                    line, markup=False, highlight=False, soft_wrap=True), every_s=PLAIN_PROGRESS_EVERY_S)
+            state["lines"](done, total)
+
+        def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
+            if "lines" in state:
+                state["lines"].decoding(tokens, max_tokens, sequences)
+
+        update.decoding = decoding  # type: ignore[attr-defined]
+        yield update
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

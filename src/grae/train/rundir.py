@@ -42,7 +42,7 @@ RUN_FILE = "run.json"
 #: one JSON line per logged training step (grae.train.callbacks writes it)
 METRICS_FILE = "metrics.jsonl"
 #: configuration keys a ``--resume`` may change
-RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps")
+RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps", "continue_without_signal")
 #: what marks a directory as a grae run's (``config.yaml``: runs from before run.json existed)
 RUN_MARKERS = (RUN_FILE, "config.yaml")
 #: files a new run may find in its directory: ``grae compare``'s job configuration (its job folders)
@@ -142,21 +142,16 @@ def open_run(out: Path, config: dict[str, Any], *, resume: bool,
              overwrite: bool) -> tuple[str, str | None, list[str]]:
     """Claim ``out`` (:func:`claim`), pick the checkpoint to resume — this run's newest complete one
     whose files are whole — and record the configuration (``config.yaml``): ``(run id, checkpoint or
-    None, lines to say)``; a newer checkpoint passed over because it is cut or corrupt is one line.
+    None, lines to say)``; a newer checkpoint passed over (its save unfinished, its weights cut) is one line, and a
+    resume that would lose or hide trained state is refused (:mod:`grae.train.resume`).
 
     A resume cannot shorten a run: ``max_steps`` below the steps already trained is refused (the
     weights, metrics and report would describe more steps than the configuration). Nothing is
     written when it refuses."""
-    from grae.train.checkpoints import latest_complete_checkpoint
+    from grae.train.resume import resume_checkpoint
 
     run_id = claim(out, config, resume=resume, overwrite=overwrite)
-    notes: list[str] = []
-
-    def damaged(path: str, reason: str) -> None:
-        notes.append(f"{path} is damaged ({reason}); resuming from the newest whole checkpoint before it")
-        Path(path, "grae_checkpoint_complete").unlink(missing_ok=True)  # never picked again, even if not overwritten
-
-    checkpoint = latest_complete_checkpoint(str(out / "checkpoints"), run_id, on_damaged=damaged) if resume else None
+    checkpoint, notes = resume_checkpoint(out, run_id) if resume else (None, [])
     done = checkpoint_step(checkpoint)
     if done > config["max_steps"]:
         raise ConfigError(f"max_steps: {config['max_steps']}, but run {run_id} in {out} has trained {done} steps "

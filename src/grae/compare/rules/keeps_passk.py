@@ -77,6 +77,9 @@ class ArmDecision:
     distance: FrontierDistance | None = None
     #: the machine × arm interaction of d₁ and d_F (grae.compare.machines), by the quantity's name
     machines: dict[str, MachineContrast] = field(default_factory=dict)
+    #: Δ_F, the distance above the base's temperature frontier, at ``level`` (a criterion with the rule's
+    #: ``temperature_frontier_margin``; grae.compare.temperature_frontier), else None
+    temperature_distance: FrontierDistance | None = None
 
     @property
     def raises_pass1(self) -> bool:
@@ -99,6 +102,7 @@ class RuleOutcome:
     machine_line: str = ""
     split_seeds: list[int] = field(default_factory=list)
     machines_known: bool = False  # whether any job's machine is known (recorded or declared)
+    temperature_margin: float | None = None  # m_T, a fraction: Δ_F's margin when the rule names it
 
 
 def baseline_checkpoints(results: StudyResults, fractions: list[float]) -> list[dict]:
@@ -150,8 +154,11 @@ def decide(results: StudyResults) -> RuleOutcome:
 
     dists = {a: frontier_distance(finals[a], checkpoints, base if base_point else None, k, 0.95)
              for a in arms} if checkpoints is not None else {}
+    m_t = spec["temperature_frontier_margin"] / 100 if "temperature_frontier_margin" in spec else None
+    t_dists = temperature_distances(results, arms, k) if m_t is not None else {}
     p_arm = [max(margin_p(d1[a], m1), margin_p(d2[a], m2),
-                 *([margin_p(dists[a].values, m_f)] if test == "interval" else [])) for a in arms]
+                 *([margin_p(dists[a].values, m_f)] if test == "interval" else []),
+                 *([margin_p(t_dists[a].values, m_t)] if m_t is not None else [])) for a in arms]
     check = blocking(results)
     decisions = []
     for a, p, step_alpha, p_adj in zip(arms, p_arm, holm_levels(p_arm, ALPHA), holm(p_arm)):
@@ -165,6 +172,10 @@ def decide(results: StudyResults) -> RuleOutcome:
         criteria = [(f"pass@1 − {baseline}", d1[a], iv1, m1, 1), (f"pass@{k} − base", d2[a], iv2, m2, 1)]
         if test == "interval":
             criteria.append((f"distance above {baseline}'s frontier", dist.values, dist.interval, m_f, 2))
+        t_dist = None
+        if m_t is not None:
+            t_dist = replace(t_dists[a], interval=crossed_interval(t_dists[a].values[:, :, None], level)[0])
+            criteria.append(("distance above the base's temperature frontier", t_dist.values, t_dist.interval, m_t, 2))
         frontier_ok = above is not None and above > 0 if test == "point" else True
         if all(iv.lo > m for _, _, iv, m, _ in criteria) and frontier_ok:
             decision, resolve = "keeps", []
@@ -188,7 +199,8 @@ def decide(results: StudyResults) -> RuleOutcome:
                     f"pass@{k} − {baseline}": interaction(dk, seeds_d1, kinds)}
         if dist is not None:
             machines["distance above the frontier"] = interaction(dist.values, dist.seeds, kinds)
-        decisions.append(ArmDecision(a, level, p, p_adj, iv1, iv2, iv0, point, above, decision, resolve, dist, machines))
+        decisions.append(ArmDecision(a, level, p, p_adj, iv1, iv2, iv0, point, above, decision, resolve, dist, machines,
+                                     t_dist))
     (baseline_vs_base,) = crossed_interval(paired_differences(finals[baseline], fixed[baseline], [k]))
     vs_oracle, learned = None, True
     if "baseline_pass1_margin_vs_oracle" in spec:
@@ -198,7 +210,19 @@ def decide(results: StudyResults) -> RuleOutcome:
     seeds = min(len(by_seed) for by_seed in results.jobs.values())
     return RuleOutcome(k, (m1, m2), seeds, int(spec["min_seeds"]), decisions, baseline_vs_base, vs_oracle, learned,
                        test, m_f, blocking_line(check).removeprefix("- machines: "), check.split,
-                       bool(check.by_seed))
+                       bool(check.by_seed), m_t)
+
+
+def temperature_distances(results: StudyResults, arms: list[str], k: int) -> dict[str, FrontierDistance]:
+    """Each arm's Δ_F above the base's temperature frontier (95 %; grae.compare.temperature_frontier)."""
+    from grae.compare.temperature_frontier import base_temperatures, distance_above, trace_frontier
+
+    base = base_temperatures(results.base_files)
+    if not base:
+        raise RuleError("rule.keeps_passk.temperature_frontier_margin: the table has no base temperature frontier; run "
+                        "grae compare without --report-only (paired_against: temperature_frontier)")
+    frontier = trace_frontier(base, k)
+    return {a: distance_above(results.finals(a), base, k, 0.95, frontier) for a in arms}
 
 
 def points(value: float) -> str:
@@ -250,7 +274,9 @@ def answer_line(outcome: RuleOutcome, baseline: str) -> str:
     rule = (f"rule `keeps_passk`, k = {k}, Holm over {len(arms)} arm{'s' * (len(arms) != 1)}, "
             f"{outcome.seeds} seed{'s' * (outcome.seeds != 1)}, frontier test: {outcome.frontier_test}"
             + (f" (margin {100 * outcome.frontier_margin:+.1f})" if outcome.frontier_test == "interval" else
-               " (pre-registered)"))
+               " (pre-registered)")
+            + (f", temperature frontier margin {100 * outcome.temperature_margin:+.1f}"
+               if outcome.temperature_margin is not None else ""))
     if outcome.seeds < outcome.min_seeds:
         return pilot_line(rule, outcome.min_seeds)
     if not outcome.baseline_learned:
@@ -308,6 +334,15 @@ def rule_lines(outcome: RuleOutcome, baseline: str) -> list[str]:
                          + ", ".join(f"{s}: {points(v)}" for s, v in dist.per_seed.items()) + " | "
                          + ", ".join(f"−{s}: {points(v)}" for s, v in dist.leave_one_out.items())
                          + f" | {points(lo)} to {points(hi)} |")
+    if outcome.temperature_margin is not None:
+        lines += ["", f"Δ_F = pass@{k} above the base's temperature frontier at equal pass@1 (a criterion: lower bound > "
+                  f"{100 * outcome.temperature_margin:+.1f}; grae.compare.temperature_frontier), at each arm's level:", "",
+                  "| arm | Δ_F | per seed | leaving one seed out |", "|---|---|---|---|"]
+        for d in outcome.arms:
+            t = d.temperature_distance
+            if t is not None:
+                lines.append(f"| {d.arm} | {distance_cell(t)} | " + ", ".join(f"{s}: {points(v)}" for s, v in t.per_seed.items())
+                             + " | " + ", ".join(f"−{s}: {points(v)}" for s, v in t.leave_one_out.items()) + " |")
     lines += ["", f"Machines: {outcome.machine_line}.", "",
               f"Machine × arm (95 %, points; per machine kind the crossed interval over the seeds whose arm and {baseline} "
               "ran on it, then the difference between the two kinds with a pooled two-sample t on the seed means; "
@@ -331,19 +366,26 @@ def contrast_json(contrast: MachineContrast) -> dict[str, Any]:
             "t": contrast.t, "dof": contrast.dof}
 
 
+def distance_json(d: FrontierDistance | None) -> dict[str, Any] | None:
+    return None if d is None else {"interval": vars(d.interval), "per_seed": d.per_seed,
+                                   "leave_one_seed_out": d.leave_one_out}
+
+
 def outcome_json(outcome: RuleOutcome, answer: str) -> dict[str, Any]:
     """``summary.json`` → ``rule``."""
     return {"answer": answer, "k": outcome.k, "margins": [100 * m for m in outcome.margins], "seeds": outcome.seeds,
             "min_seeds": outcome.min_seeds, "frontier_test": outcome.frontier_test,
             "frontier_margin": 100 * outcome.frontier_margin, "machines": outcome.machine_line,
+            **({"temperature_frontier_margin": 100 * outcome.temperature_margin}
+               if outcome.temperature_margin is not None else {}),
             "split_seeds": outcome.split_seeds, "baseline_vs_base": vars(outcome.baseline_vs_base),
             "baseline_vs_oracle": vars(outcome.baseline_vs_oracle) if outcome.baseline_vs_oracle else None,
             "arms": {d.arm: {"decision": d.decision, "raises_pass1": d.raises_pass1, "level": d.level,
                              "p_arm": d.p_arm, "p_holm": d.p_holm, "pass1_vs_baseline": vars(d.pass1_vs_baseline),
                              "passk_vs_base": vars(d.passk_vs_base), "pass1_vs_base": vars(d.pass1_vs_base),
                              "point": list(d.point), "above_frontier": d.above, "resolve": d.resolve,
-                             "frontier_distance": None if d.distance is None else {
-                                 "interval": vars(d.distance.interval), "per_seed": d.distance.per_seed,
-                                 "leave_one_seed_out": d.distance.leave_one_out},
+                             "frontier_distance": distance_json(d.distance),
+                             **({"temperature_frontier_distance": distance_json(d.temperature_distance)}
+                                if d.temperature_distance is not None else {}),
                              "machines": {name: contrast_json(c) for name, c in d.machines.items()}}
                      for d in outcome.arms}}

@@ -64,6 +64,9 @@ KEEPS_PASSK_KEYS = {
                                       "equal pass@1 must have its lower bound above it"),
     "frontier_test": RuleKey(False, "'interval' (the default: the distance's lower bound > frontier_margin) or 'point' "
                                     "(its point > 0, as pre-registered before issue 45)", "test"),
+    "temperature_frontier_margin": RuleKey(False, "points, e.g. 0: Δ_F, the arm's pass@k above the base's temperature "
+                                                  "frontier at equal pass@1, must have its lower bound above it (needs "
+                                                  "paired_against: temperature_frontier)"),
 }
 
 
@@ -76,12 +79,22 @@ def check_keeps(spec: dict[str, Any], cfg: CompareConfig) -> None:
     if spec["k"] > n:
         raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
                           "raise eval.n")
-    if "baseline_pass1_margin_vs_oracle" in spec and not (cfg.eval or {}).get("exact"):
-        raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the base's "
-                          "exact rows; add eval: {exact: true}")
+    if "baseline_pass1_margin_vs_oracle" in spec:
+        from grae.compare.grid import study_exact_by  # grid imports this module
+        from grae.eval.exact import BY_GOLD
+
+        if not (cfg.eval or {}).get("exact"):
+            raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the format-only oracle needs the "
+                              "base's exact rows; add eval: {exact: true}")
+        if study_exact_by(cfg) == BY_GOLD:
+            raise ConfigError("rule.keeps_passk.baseline_pass1_margin_vs_oracle: the task's exact p teacher-forces its "
+                              "one gold completion, so it has no format-only oracle; remove the key")
     if spec.get("frontier_test") == "point" and spec.get("frontier_margin", 0) != 0:
         raise ConfigError("rule.keeps_passk.frontier_margin: the point test compares the point with 0; give "
                           "frontier_test: interval to use a margin, or remove frontier_margin")
+    if "temperature_frontier_margin" in spec and "temperature_frontier" not in cfg.paired_against:
+        raise ConfigError("rule.keeps_passk.temperature_frontier_margin: the base's temperature frontier is not traced; "
+                          "add temperature_frontier to paired_against (with eval: {exact: true})")
     spec.setdefault("frontier_test", "interval")
     spec.setdefault("frontier_margin", 0)
 

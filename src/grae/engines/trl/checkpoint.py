@@ -4,9 +4,9 @@
   restored on resume — the mechanism TRL uses for its adaptive-entropy controller;
 * ``grae_sampling_state.json`` (:data:`SAMPLING_STATE_FILE`): completions generated so far (the budget),
   the VADE posterior and the uniform prompt stream;
-* ``grae_checkpoint_complete`` (:data:`~grae.engines.COMPLETE_MARKER`), written last, naming the step
-  and the run: :func:`grae.train.checkpoints.latest_complete_checkpoint` only resumes from folders that
-  have it.
+* ``grae_checkpoint_complete`` (:data:`~grae.engines.COMPLETE_MARKER`), written last, naming the step,
+  the run and every file of the checkpoint with its size:
+  :func:`grae.train.checkpoints.latest_complete_checkpoint` only resumes from folders that have it.
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ class CheckpointState:
         atomic_write_json(os.path.join(folder, STATE_FILE), {"estimator": getattr(self.estimator, "name", ""),
                                                              "state": self.estimator.state_dict()})
         atomic_write_json(os.path.join(folder, SAMPLING_STATE_FILE), self._sampling_state())
+        from grae.train.checkpoints import file_sizes
+
         atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step,
-                                                                  "run_id": self.grae_run_id})
+                                                                  "run_id": self.grae_run_id,
+                                                                  "files": file_sizes(folder)})
 
     def _load_grae_state(self, checkpoint: str) -> None:
         """The sampling and the estimator's state of ``checkpoint``; a stateful estimator refuses a

@@ -52,10 +52,9 @@ class SamplingRounds:
         if getattr(self.estimator, "requires", None):
             raise ValueError(f"sampling: dynamic sampling and prompt selection do not supply estimator context yet; "
                              f"estimator {self.estimator.name!r} requires {', '.join(sorted(self.estimator.requires))}")
-        if cfg.dynamic and cfg.drop != "all_correct" and getattr(self.estimator, "only_all_wrong_groups", False):
-            raise ValueError(f"sampling.drop: {cfg.drop!r} drops the all-wrong groups, the only groups estimator "
-                             f"{self.estimator.name!r} trains on (every update would be zero); set sampling.drop: "
-                             "all_correct, or turn sampling.dynamic off")
+        conflict = cfg.conflict_with(self.estimator)
+        if conflict:
+            raise ValueError(conflict)
         dataset = self.train_dataset
         if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise ValueError("sampling: dynamic sampling and prompt selection draw prompts by index; "

@@ -37,6 +37,7 @@ from grae.engines.rollouts import (
     transformers_generate,
 )
 from grae.engines.rows import group_by_length, trim_padding
+from grae.engines.trl.arguments import check_trainer_arguments
 from grae.engines.trl.checkpoint import CheckpointState, cpu_map_location
 from grae.engines.trl.estimator import (
     ANSWER_CONTEXT,
@@ -52,6 +53,7 @@ from grae.engines.trl.rewards import held_records, stop_on_total_reward_failure,
 from grae.engines.trl.sampling import SamplingRounds, _sampling_config
 from grae.loss import AGG_MODES
 from grae.sampling import SamplingConfig
+from grae.supervision.beacon import reward_call
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +100,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         no_signal_steps: as ``grae train``'s: each logged step without learning signal (no group with a non-zero
             advantage; TRL's ``frac_reward_zero_std == 1`` where grae's advantage masses are not logged) is said at
             INFO on this module's logger, and after this many in a row one WARNING names the likely causes (reward
-            format, token budget, task difficulty: :mod:`grae.engines.learning_signal`); 0 turns it off. A
+            format, token budget, task difficulty: :mod:`grae.engines.learning_signal`; each fix named by its GRPOConfig
+            argument, the token budget only where completions were cut); 0 turns it off. A
             :class:`~grae.engines.learning_signal.NoSignalWatch` among ``callbacks`` replaces it.
     """
 
@@ -121,13 +124,16 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         no_signal_steps: int = 3,
         **kwargs: Any,
     ):
+        reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
+        check_trainer_arguments(estimator_params=estimator_params, dual_clip=dual_clip,
+                                contain_reward_faults=contain_reward_faults, reward_fallback=reward_fallback,
+                                reward_timeout=reward_timeout, reward_funcs=reward_funcs)
         self.grae_rollouts = rollout_options(rollouts)
         #: the one-time notice that model.generate is the user's, not transformers' (it then runs as in stock TRL)
         self._told_own_generate = False
         #: (input_ids, attention_mask) of a few rows of the newest rollouts: the divergence probe's input at saves
         self._probe_rows = None
         self.estimator = resolve_estimator(estimator, trl_default_params(estimator, estimator_params))
-        reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
         #: completion text -> the verifier's canonical parsed answer (None: unparsable), for ``answer_id``
         self.answer_fn = answer_fn if answer_fn is not None else find_answer_fn(reward_funcs)
         if answer_fn is not None and not callable(answer_fn):
@@ -144,8 +150,6 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             args, kwargs = wrap_reward_funcs(args, kwargs, fallback=reward_fallback, timeout=reward_timeout)
         if loss_agg_mode is not None and loss_agg_mode not in AGG_MODES:
             raise ValueError(f"loss_agg_mode: unknown {loss_agg_mode!r}; valid: {', '.join(AGG_MODES)}")
-        if dual_clip is not None and dual_clip <= 1:
-            raise ValueError(f"dual_clip: must be > 1 (verl default 3.0), got {dual_clip}")
         self.grae_cov_loss = _cov_loss_config(cov_loss)
         self.grae_loss_agg_mode = loss_agg_mode or ("token-mean" if dual_clip is not None or cov_loss else None)
         self.grae_dual_clip = dual_clip
@@ -186,19 +190,21 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
     def _watch_learning_signal(self, streak_steps: int) -> None:
         """Add :class:`~grae.engines.learning_signal.NoSignalWatch` (lines at INFO, the warning at WARNING on this
         module's logger) unless ``streak_steps`` is 0 or the caller's callbacks hold one (``grae train``'s)."""
-        from grae.engines.learning_signal import NoSignalWatch
+        from grae.engines.learning_signal import PYTHON_KNOBS, NoSignalWatch
 
         if isinstance(streak_steps, bool) or not isinstance(streak_steps, int) or streak_steps < 0:
             raise ValueError(f"no_signal_steps: an integer >= 0 (0 turns the warning off), got {streak_steps!r}")
         if streak_steps and not any(isinstance(cb, NoSignalWatch) for cb in self.callback_handler.callbacks):
-            self.add_callback(NoSignalWatch(logger.info, streak_steps, warn=logger.warning))
+            self.add_callback(NoSignalWatch(logger.info, streak_steps, warn=logger.warning, knobs=PYTHON_KNOBS))
 
     # -- TRL's hooks ----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's gathered rewards, kept for the estimator (:meth:`_keep_rewards`); a contained reward function
         that failed on every sample of any rank's slice stops every rank, its one line before TRL's
         "All reward functions returned None" warning (held back until then)."""
-        with held_records(logging.getLogger(GRPOTrainer.__module__), "All reward functions returned None") as held:
+        names = ", ".join(map(str, getattr(self, "reward_func_names", []))) or "rewards"
+        with held_records(logging.getLogger(GRPOTrainer.__module__), "All reward functions returned None") as held, \
+                reward_call(names):  # grae train's supervisor names what runs (grae.supervision)
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._keep_rewards(rewards_per_func, prompts, completions)
         stop_on_total_reward_failure(self.reward_funcs, self.accelerator)

@@ -1,0 +1,91 @@
+"""``grae train``'s held-out table, on the console and in report.md: pass@k of the base and of the trained
+model, each with its 95 % interval, and their change with its paired interval.
+
+The intervals come from the held-out rows on disk (``eval/before.jsonl``, ``eval/after.jsonl``) with the
+statistics ``grae eval`` and ``grae passk --compare`` print for the same rows: a percentile bootstrap over the
+held-out problems, the change paired by problem (:mod:`grae.eval.stats`). A value with no spread to resample
+(every problem at 0 % or 100 %, or a change of 0 on every problem) gets the binomial bound at the number of
+problems instead of a zero-width interval, and its cell says that n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grae.eval.stats import Estimate
+
+#: bootstrap resamples of the held-out problems (as ``grae eval``'s)
+BOOTSTRAP = 1000
+
+
+@dataclass
+class HeldoutTable:
+    """Per row (``base``, ``trained``, ``change``) and k, the estimate with its interval (NaN bounds where the
+    rows were not on disk); ``problems`` and ``n``: what the intervals rest on (None: unknown)."""
+
+    ks: list[int]
+    rows: dict[str, dict[int, Estimate]]
+    problems: int | None = None
+    n: int | None = None
+
+    def cells(self, k: int) -> list[str]:
+        """The row of pass@k: each of :attr:`rows`' cells at ``k``."""
+        return [cell(by_k[k], signed=row == "change") for row, by_k in self.rows.items()]
+
+    def caption(self) -> str:
+        """What the intervals are, in one line."""
+        if self.problems is None:
+            return "no held-out rows on disk: point estimates only"
+        note = ("; (n=N): no spread to resample, the binomial bound at N problems (one-sided at 0 and 100 %)"
+                if any(e.n_eff is not None for r in self.rows.values() for e in r.values()) else "")
+        return (f"[95 % interval]: bootstrap over the {self.problems} held-out problems, n = {self.n} samples each; "
+                f"change: paired by problem{note}")
+
+
+def cell(estimate: Estimate, signed: bool = False) -> str:
+    """``12.5 [0.0, 37.5]``, ``+12.5 [-12.5, +37.5]`` for a change, ``0.0 [0.0, 31.2] (n=8)`` where the interval
+    rests on n alone; the bare value where no interval is known."""
+    fmt = "{:+.1f}" if signed else "{:.1f}"
+    value = fmt.format(100 * estimate.value)
+    if estimate.lo != estimate.lo:  # NaN: no rows on disk
+        return value
+    interval = f"{value} [{fmt.format(100 * estimate.lo)}, {fmt.format(100 * estimate.hi)}]"
+    return interval + (f" (n={estimate.n_eff})" if estimate.n_eff is not None else "")
+
+
+def heldout_table(out: Path, before: dict[int, float], after: dict[int, float], n: int | None,
+                  seed: int = 0) -> HeldoutTable:
+    """The table of the run in ``out``: from its held-out rows when both files are there (``n`` samples a
+    problem), else from the pass@k values alone. ``after`` may be empty (a base-only table). ``seed``: the
+    bootstrap's, the run's ``eval.seed`` as ``grae eval`` takes its sampling seed, so ``grae eval RUN_DIR``
+    prints the same intervals for the same rows."""
+    from grae.eval.records import RecordsError, iter_rows
+    from grae.eval.stats import count_problems, paired_difference, passk_estimates
+
+    ks = sorted(before)
+    rows = {"base": {k: Estimate(before[k]) for k in ks}}
+    if after:
+        rows["trained"] = {k: Estimate(after[k]) for k in ks}
+        rows["change"] = {k: Estimate(after[k] - before[k]) for k in ks}
+    paths = {"base": out / "eval" / "before.jsonl", "trained": out / "eval" / "after.jsonl"}
+    try:
+        counts = {name: count_problems(iter_rows(path), n=n) for name, path in paths.items()
+                  if name in rows and path.is_file()}
+        if "base" not in counts or (after and "trained" not in counts):
+            return HeldoutTable(ks, rows)
+        for name, c in counts.items():
+            rows[name] = passk_estimates(c, ks, bootstrap=BOOTSTRAP, seed=seed)
+        if after:
+            rows["change"] = paired_difference(counts["base"], counts["trained"], ks, bootstrap=BOOTSTRAP, seed=seed)[0]
+    except (OSError, RecordsError, ValueError):  # rows that cannot be read: the values the run printed
+        return HeldoutTable(ks, rows)
+    base = counts["base"]
+    return HeldoutTable(ks, rows, base.num_problems, int(base.n.min()))
+
+
+def markdown(table: HeldoutTable) -> str:
+    """The table as report.md shows it, its caption below."""
+    lines = ["| held-out | " + " | ".join(table.rows) + " |", "|---|" + "---:|" * len(table.rows)]
+    lines += [f"| pass@{k} | " + " | ".join(table.cells(k)) + " |" for k in table.ks]
+    return "\n".join(lines) + f"\n\n{table.caption()}\n"
