@@ -280,18 +280,41 @@ def test_pending_jobs_run_seed_by_seed(tmp_path, monkeypatch):
 def check_gate_v2_design(path, builds: str, scratch) -> None:
     """A gate v2 design (issue 45): its keys, seeds and train config validate, up to a base that a committed design
     builds (``-o runs/...``) and a fresh clone lacks."""
+    design = yaml.safe_load(path.read_text())
+    assert {"name", "train", "seeds", "rule"} <= set(design) and len(design["seeds"]) >= 4, path
+    check_design_train(path, design["name"], design["train"], builds, scratch)
+
+
+def check_gate_v3_design(path, builds: str, scratch) -> None:
+    """A gate v3 design (issue 52, studies/gate_v3.py): a pre-gate's every arm (its settings over the design's train
+    config) or a gate's train config validates, up to a base that a committed design builds."""
+    import sys
+
+    sys.path.insert(0, str(path.parents[1]))
+    from gate_v3 import merged
+
+    design = yaml.safe_load(path.read_text())
+    if "pregate" in design:  # a gate: its pre-gate design exists and it names its seeds
+        assert (path.parents[2] / design["pregate"]).exists() and len(design["seeds"]) >= 4, path
+        configs = {"train": design["train"]}
+    else:
+        assert {"name", "train", "arms", "checkpoints", "band", "seed"} <= set(design), path
+        configs = {arm: merged(design["train"], over or {}) for arm, over in design["arms"].items()}
+    for name, cfg in configs.items():
+        check_design_train(path, name, cfg, builds, scratch)
+
+
+def check_design_train(path, name: str, cfg: dict, builds: str, scratch) -> None:
     from grae.train.config import load_config
     from grae.train.errors import ConfigError as TrainConfigError
 
-    design = yaml.safe_load(path.read_text())
-    assert {"name", "train", "seeds", "rule"} <= set(design) and len(design["seeds"]) >= 4, path
-    train = scratch / f"{design['name']}.yaml"
-    train.write_text(yaml.safe_dump(design["train"]))
+    train = scratch / f"{path.stem}-{name}.yaml"
+    train.write_text(yaml.safe_dump(cfg))
     try:
         load_config(train)
     except TrainConfigError as err:
-        built = re.search(r"(runs/gate_v2/[A-Za-z0-9_]+)", str(err))
-        assert built and f"-o {built.group(1)}" in builds, (path, err)
+        built = re.search(r"(runs/gate_v[23]/[A-Za-z0-9_]+)", str(err))
+        assert built and f"-o {built.group(1)}" in builds, (path, name, err)
 
 
 def test_committed_studies_validate(tmp_path):
@@ -310,6 +333,9 @@ def test_committed_studies_validate(tmp_path):
     for path in designs:
         if "rule: issue-45-gate-v2" in path.read_text():  # a gate v2 design: studies/gate_v2.py reads it
             check_gate_v2_design(path, builds, tmp_path)
+            continue
+        if re.search(r"^(arms|pregate):", path.read_text(), flags=re.M):  # a gate v3 design: studies/gate_v3.py
+            check_gate_v3_design(path, builds, tmp_path)
             continue
         try:
             cfg = load_compare_config(path)
