@@ -7,7 +7,8 @@ evaluation. :func:`check_golds` states each gold the way the extraction reads it
 ``"So the answer is five apples"``) and scores it with the task's own verifier; the rows that cannot score
 are listed with their place (``file.jsonl:LINE`` for a local file). Every row of a dataset task is checked;
 a generated task (reasoning-gym, procedural) produces its golds in its verifier's own form, and its first
-:data:`GENERATED_ROWS` training problems and the held-out ones are checked.
+:data:`GENERATED_ROWS` training problems (at most the problems a ``task.train_subset`` band file keeps) and the
+held-out ones are checked.
 
 :func:`budget_lines` then says whether the extraction can fire within the budget: the shortest reply the
 verifier reads (``\\boxed{42}``) in the model's tokens against ``trl.max_completion_length`` and
@@ -54,10 +55,16 @@ def check_golds(task: Any, train_size: int | None, heldout_size: int, seed: int)
         held = held[:heldout_size]
         scope = "every row"
     else:
+        from grae.data.band import BandTask
+
         limit = GENERATED_ROWS if train_size is None else min(train_size, GENERATED_ROWS)
+        band = isinstance(task, BandTask)
+        if band:  # a band file holds a finite set of problems: never ask for more than it keeps
+            limit = min(limit, len(task))
         train = task.train(limit, seed=seed)
         held = task.heldout(heldout_size) if heldout_size else []
-        scope = f"the first {len(train)} generated training problems and the {len(held)} held-out ones"
+        what = f"problems of the band file {task.path}" if band else "generated training problems"
+        scope = f"the first {len(train)} {what} and the {len(held)} held-out ones"
     examples = [*train, *held]
     extraction = getattr(task, "extraction", None)
     stated = [extraction.stating(e["answer"]) if extraction is not None else
