@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -86,7 +87,14 @@ def test_compare_small_grid_reports_methods_and_the_base(small_grid):
     assert [r["wall_seconds"] for r in rows] == sorted(r["wall_seconds"] for r in rows)
     device = json.loads((out / "jobs" / "grpo" / "seed0" / "eval" / "summary.json").read_text())["device"]
     assert device.startswith("cpu (") and re.search(r", \d+ threads?\)$", device)
-    assert f"- trained by: 4 on {device}" in report
+    # each job's device with the machine's load at its end (issue 55 §5): "- trained by: N on DEVICE, load …; …"
+    jobs = [json.loads((out / "jobs" / m / f"seed{s}" / "eval" / "summary.json").read_text())
+            for m in ("grpo", "ngrpo") for s in (0, 1)]
+    assert all(j["device"] == device and re.fullmatch(r"load \d+\.\d on \d+ CPUs?", j.get("load") or "load 0.0 on 1 CPU")
+               for j in jobs)
+    trained = Counter(", ".join(filter(None, [j["device"], j.get("load")])) for j in jobs)
+    parts = [f"{n} on {d}" for d, n in sorted(trained.items(), key=lambda item: (-item[1], item[0]))]
+    assert "- trained by: " + "; ".join(parts) + "\n" in report and sum(trained.values()) == 4
     assert all((out / png).stat().st_size > 0 for png in ("passk.png", "dynamics.png", "passk_vs_baseline.png"))
     assert "![pass@k difference vs baseline](passk_vs_baseline.png)" in report
     assert set(summary["methods"]) == {"grpo", "ngrpo"}

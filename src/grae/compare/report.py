@@ -124,7 +124,7 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
 
     heading = heading_lines(results)
     summary = [*plain_summary(results, per_method, diffs, ruled=rule is not None), ""]
-    lines = ([rule["answer"], "", *summary, *heading] if rule else [*heading[:2], *summary, *heading[2:]])
+    lines = ([rule["answer"], ""] if rule else []) + [*heading[:2], *summary, *heading[2:]]
     lines += budget_lines(results, [
         f"- held-out: {first.num_problems} problems × "
         + (f"exact pass@k by answer enumeration (`grae eval --exact`: every answer of the task's set teacher-forced, "
