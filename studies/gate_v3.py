@@ -34,6 +34,8 @@ import numpy as np
 import yaml
 from gate_v2 import load_model  # this folder is the script's sys.path[0]
 
+from grae.yaml_io import load_yaml
+
 REPORTS = Path("studies/reports/gate_v3")
 RUNS = Path("runs/gate_v3")
 #: per-step keys of metrics.jsonl kept in the committed training logs
@@ -43,7 +45,7 @@ LOG_KEYS = ("step", "reward", "reward_std", "frac_reward_zero_std", "entropy", "
 
 
 def load_design(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text())
+    return load_yaml(path.read_text())
 
 
 def task_of(design: dict[str, Any], heldout: bool = False):

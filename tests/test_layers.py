@@ -182,12 +182,14 @@ def test_the_cycle_check_sees_imports_in_functions_relative_and_type_only(tmp_pa
 
 #: grae's sub-packages, highest layer first (docs/architecture.md); "grae" is the package's own __init__
 LAYERS = (("cli",), ("compare",), ("train",), ("engines", "tiny", "sim"), ("eval", "advantage"),
-          ("data", "presets", "metrics"), ("rewards", "io", "sampling", "loss", "groups", "theory", "grae"))
+          ("data", "presets", "metrics"), ("rewards", "io", "yaml_io", "sampling", "loss", "groups", "theory", "grae"),
+          ("supervision",))
 #: the imports that run back up a layer, each with its reason in docs/architecture.md's table
 BACK_ARROWS = {
     ("grae.engines.trl", "grae.train.checkpoints"),  # re-exports of names that lived in engines/trl.py
     ("grae.eval.jobs", "grae.train.rundir"),  # a train run directory's file names
     ("grae.eval.report", "grae.train.rundir"),
+    ("grae.eval.run_heldout", "grae.train.rundir"),
     ("grae.eval.tasks", "grae.tiny.tasks"),  # the tiny model's task settings
     ("grae.rewards.safe", "grae.advantage.base"),  # REWARD_LIMIT, one threshold for both
 }

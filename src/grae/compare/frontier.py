@@ -110,9 +110,9 @@ def counts_record(counts) -> dict[str, Any]:
 
 def counts_from_record(record: dict[str, Any], where: str = "curve"):
     """:class:`grae.eval.stats.ProblemCounts` of a curve file (:func:`counts_record`), checked as a summary's counts
-    are (:func:`grae.compare.results.counts_from_json`: integers, ``n >= 1``, ``0 <= c <= n``, probabilities in
+    are (:func:`grae.compare.counts_json.counts_from_json`: integers, ``n >= 1``, ``0 <= c <= n``, probabilities in
     [0, 1]); anything else raises ``ValueError`` naming ``where`` (the file) and the entry."""
-    from grae.compare.results import counts_from_json
+    from grae.compare.counts_json import counts_from_json
 
     counts = record.get("counts") if isinstance(record, dict) else None
     if not isinstance(counts, dict) or not counts or not all(isinstance(v, list) and len(v) == 2 for v in counts.values()):

@@ -55,7 +55,7 @@ from typing import Any
 import yaml
 
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
-from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS
+from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS, study_exact_by
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 from grae.yaml_io import load_yaml
 
@@ -465,20 +465,6 @@ def _frontier_eval(value, key: str) -> dict[str, Any] | None:
         raise ConfigError(f"{key}: expected {{num_problems: N, n: N, exact: true|false}} (positive integers, every key "
                           f"optional), got {value!r}")
     return dict(value)
-
-
-def study_exact_by(cfg: CompareConfig) -> str:
-    """How the study's task is evaluated exactly (:func:`grae.eval.exact.exact_by`: an answer set enumerated, or a
-    one-gold task's gold completion teacher-forced); ConfigError naming the field when neither applies."""
-    from grae.data import get_task
-    from grae.eval.exact import ExactError, exact_by
-
-    key = "eval.exact" if cfg.eval else "frontier_eval.exact"
-    config = cfg.train_config(cfg.jobs()[0])
-    try:
-        return exact_by(get_task(config.task.name, **config.task.params))
-    except ExactError as err:
-        raise ConfigError(f"{key}: {err}; drop {key} to evaluate by sampling") from None
 
 
 def _check_enumerable(cfg: CompareConfig) -> None:

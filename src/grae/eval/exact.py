@@ -58,6 +58,7 @@ import numpy as np
 
 from grae.io import atomic_write_text
 
+from .nucleus import nucleus_logprobs
 from .stats import EXACT_K_MAX, ProblemCounts, count_problems, passk_estimates
 
 #: Half-width of the near-miss guesser's window (answers within ± w of the gold answer).
@@ -107,18 +108,6 @@ def exact_by(task: Any) -> str:
     raise ExactError(f"task {getattr(task, 'name', task)!r} declares no finite answer set and no one gold completion; "
                      "exact p needs one (answer sets: chain_sum, count_shapes, bar_value; one gold completion: "
                      "chain_trace)")
-
-
-def nucleus_logprobs(logits, temperature: float, top_p: float):
-    """Log-probabilities of the sampling distribution: ``logits / T``, then top-p exactly as
-    :class:`grae.eval.backends.HFSampler` applies it (:func:`grae.eval.nucleus.nucleus_filter`),
-    renormalised. ``logits``: ``[..., V]``; dropped tokens get −inf."""
-    import torch
-
-    from .nucleus import nucleus_filter
-
-    scores = nucleus_filter(logits.float() / temperature, top_p)
-    return torch.log_softmax(scores, dim=-1)
 
 
 def candidate_bytes(config: Any, prompt_len: int, width: int, value_bytes: int = 4) -> int:

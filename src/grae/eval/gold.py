@@ -126,7 +126,7 @@ def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], te
     import torch
 
     from .backends import NonFiniteLogitsError, _starts_with_special
-    from .exact import nucleus_logprobs
+    from .nucleus import nucleus_logprobs
 
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos

@@ -98,3 +98,13 @@ def temperature_nucleus_warper(temperature: float, top_p: float, candidates: int
             return nucleus_filter(scores / temperature, top_p, candidates)
 
     return TemperatureNucleusWarper()
+
+
+def nucleus_logprobs(logits, temperature: float, top_p: float):
+    """Log-probabilities of the sampling distribution: ``logits / T``, then top-p exactly as
+    :class:`grae.eval.backends.HFSampler` applies it (:func:`nucleus_filter`),
+    renormalised. ``logits``: ``[..., V]``; dropped tokens get −inf."""
+    import torch
+
+    scores = nucleus_filter(logits.float() / temperature, top_p)
+    return torch.log_softmax(scores, dim=-1)

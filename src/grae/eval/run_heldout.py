@@ -65,13 +65,15 @@ def read_run(run: Path) -> RunHeldout:
     fix where it has no final model or no readable task."""
     import yaml
 
+    from grae.yaml_io import load_yaml
+
     final = run / "final"
     if not final.is_dir():
         raise RunHeldoutError(f"{run} has no final/ model (training has not finished): finish it with grae train "
                               f"{run / 'config.yaml'} --output-dir {run} --resume, or evaluate a checkpoint with "
                               f"grae eval {run}/checkpoints/checkpoint-N --tasks TASK")
     try:
-        config = yaml.safe_load((run / "config.yaml").read_text()) or {}
+        config = load_yaml((run / "config.yaml").read_text()) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise RunHeldoutError(f"{run / 'config.yaml'} cannot be read ({err}); give --tasks to evaluate final/") from None
     task = config.get("task") if isinstance(config, dict) else None

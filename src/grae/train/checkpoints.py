@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from grae.engines import COMPLETE_MARKER
+from grae.engines import file_sizes as file_sizes  # it lived here
 
 
 def weights_problem(model: str) -> str | None:
@@ -90,12 +91,6 @@ def is_trainer_state_file(name: str) -> bool:
     """A file of a checkpoint that only the Trainer's resume reads (``from_pretrained`` never does): the
     optimizer, scheduler and RNG state and the training arguments."""
     return name in ("optimizer.pt", "scheduler.pt", "training_args.bin") or name.startswith("rng_state")
-
-
-def file_sizes(checkpoint: str) -> dict[str, int]:
-    """``{name: bytes}`` of every regular file in ``checkpoint`` but the completion marker (the marker's list)."""
-    return {entry.name: entry.stat().st_size for entry in os.scandir(checkpoint)
-            if entry.is_file() and entry.name != COMPLETE_MARKER}
 
 
 def checkpoint_problem(checkpoint: str, *, weights_only: bool = False) -> str | None:

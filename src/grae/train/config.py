@@ -25,17 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grae.engines.rollouts import RolloutOptions
 from grae.sampling import SamplingConfig
+from grae.train.config_files import CONFIG_DIR as CONFIG_DIR  # the names lived here: callers import them from here
+from grae.train.config_files import MANAGED_TRL_KEYS
+from grae.train.config_files import read_yaml as read_yaml
+from grae.train.config_files import resolve_config_path as resolve_config_path
 from grae.train.errors import ConfigError
 from grae.train.model_defaults import fit_sizes
+from grae.train.resolve import resolve
 from grae.train.trl_recipe import DATASET_KEYS, LORA_KEYS, MODEL_INIT_KEYS, REFUSED, RENAMED
 from grae.train.trl_values import trl_annotations, trl_fields
-from grae.yaml_io import load_yaml
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: ``trl.learning_rate`` above this is refused before the model loads unless ``allow_large_learning_rate``
 MAX_LEARNING_RATE = 1.0
 
@@ -181,39 +182,12 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     """Resolve a run's configuration (:mod:`grae.train.resolve`: model defaults → preset recipe → file ``source``
     (a path, or a name in ``grae/configs/``) → dotted ``overrides`` → validation) and return it, validated.
     A layer that names the estimator (the task) starts its parameters from its defaults."""
-    from grae.train.resolve import resolve
-
-    resolution = resolve(source, overrides)
+    resolution = resolve(source, overrides, frozenset(f.name for f in dataclasses.fields(TrainConfig)))
     cfg = from_dict(TrainConfig, resolution.raw, "")
     cfg.explicit_keys = resolution.explicit
     cfg.layers = tuple(f"{name} ({where})" for name, where, _ in resolution.layers)
     validate(cfg)
     return cfg
-
-
-def resolve_config_path(source: str | Path | None) -> Path:
-    if source is None:
-        return CONFIG_DIR / "default.yaml"
-    path = Path(source)
-    if path.exists():
-        return path
-    named = CONFIG_DIR / f"{source}.yaml"
-    if named.exists():
-        return named
-    available = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    raise ConfigError(f"config: no file {str(source)!r} and no packaged recipe of that name; recipes: {', '.join(available)}")
-
-
-def read_yaml(path: Path) -> dict:
-    try:
-        data = load_yaml(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of config keys at the top level, got {type(data).__name__}")
-    return data
 
 
 #: the ``trl grpo`` script's keys that are not GRPOConfig fields (:mod:`grae.train.trl_recipe`)
@@ -504,8 +478,6 @@ def lora_config(params: dict):
         raise ConfigError(f"peft: {err} (peft.LoraConfig fields: r, lora_alpha, lora_dropout, target_modules, …)") from None
 
 
-#: GRPOConfig fields grae sets itself (from the top-level config or the run layout).
-MANAGED_TRL_KEYS = {"output_dir": "output_dir", "max_steps": "max_steps", "seed": "seed", "save_steps": "save_steps"}
 
 
 def grpo_config(cfg: TrainConfig, *, output_dir: str):

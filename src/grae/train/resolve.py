@@ -36,6 +36,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from grae.train.config_files import CONFIG_DIR, MANAGED_TRL_KEYS, read_yaml, resolve_config_path
 from grae.train.errors import ConfigError
 from grae.train.trl_values import trl_fields
 
@@ -55,24 +56,24 @@ class Resolution:
     explicit: frozenset[str]
 
 
-def resolve(source: str | Path | None, overrides: dict[str, Any] | None) -> Resolution:
+def resolve(source: str | Path | None, overrides: dict[str, Any] | None, grae_keys: frozenset[str]) -> Resolution:
     """The pipeline up to validation: ``source`` (a YAML path, a packaged recipe name, or None) and the
-    command-line ``overrides`` (dotted keys as given, dashes allowed) read as layers and merged."""
+    command-line ``overrides`` (dotted keys as given, dashes allowed) read as layers and merged. ``grae_keys``
+    are grae's own top-level keys (the fields of :class:`grae.train.config.TrainConfig`)."""
     from grae.presets import PRESET_RECIPES
-    from grae.train.config import CONFIG_DIR, read_yaml, resolve_config_path
 
-    flags = assignments(_underscored(overrides or {}), "command line")
+    flags = assignments(_underscored(overrides or {}), "command line", grae_keys)
     file_layer: dict[str, Any] = {}
     where = ""
     if source is not None:
         path = resolve_config_path(source)
         where = str(path)
-        file_layer = assignments(read_yaml(path), where)
+        file_layer = assignments(read_yaml(path), where, grae_keys)
     model = flags.get("model", file_layer.get("model", "tiny"))
-    layers = [("model defaults", f"model {model}", model_defaults(model))]
+    layers = [("model defaults", f"model {model}", model_defaults(model, grae_keys))]
     if isinstance(model, str) and model in PRESET_RECIPES:
         preset = resolve_config_path(PRESET_RECIPES[model])
-        layers.append(("preset recipe", str(preset), assignments(read_yaml(preset), str(preset))))
+        layers.append(("preset recipe", str(preset), assignments(read_yaml(preset), str(preset), grae_keys)))
     if source is not None:
         layers.append(("file", where, file_layer))
     if flags:
@@ -87,14 +88,13 @@ def resolve(source: str | Path | None, overrides: dict[str, Any] | None) -> Reso
     return Resolution(layers, raw, explicit)
 
 
-def model_defaults(model: Any) -> dict[str, Any]:
+def model_defaults(model: Any, grae_keys: frozenset[str]) -> dict[str, Any]:
     """Layer 1: the base of a run of ``model``: the embedded default's assignments for a tiny model
     (:func:`grae.train.model_defaults.is_tiny`), the pretrained defaults for any other."""
-    from grae.train.config import read_yaml, resolve_config_path
     from grae.train.model_defaults import PRETRAINED_EVAL, PRETRAINED_TASK, is_tiny
 
     if is_tiny(model):
-        return assignments(read_yaml(resolve_config_path(None)), "the embedded default")
+        return assignments(read_yaml(resolve_config_path(None)), "the embedded default", grae_keys)
     return {**_leaves("task", copy.deepcopy(PRETRAINED_TASK)), **_leaves("eval", dict(PRETRAINED_EVAL))}
 
 
@@ -136,7 +136,7 @@ def set_dotted(raw: dict, key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def assignments(raw: dict[str, Any], where: str) -> dict[str, Any]:
+def assignments(raw: dict[str, Any], where: str, grae_keys: frozenset[str]) -> dict[str, Any]:
     """One source's keys (a YAML file's top level, or the command line's dotted keys) as dotted assignments:
     nested mappings as their leaves, GRPOConfig fields given flat under ``trl``, ``trl grpo`` script keys in
     grae's spelling (:func:`grae.train.trl_recipe.recipe_assignments`), ``reward_funcs: a,b`` as a list. One
@@ -152,7 +152,7 @@ def assignments(raw: dict[str, Any], where: str) -> dict[str, Any]:
     spelled: list[tuple[str, str]] = []
     own: dict[str, Any] = {}
     for key, value in raw.items():
-        target = _flat_key(key)
+        target = _flat_key(key, grae_keys)
         for leaf, leaf_value in _leaves(target, value).items():
             spelled.append((leaf if target == key else key, leaf))
             own[leaf] = leaf_value
@@ -193,13 +193,11 @@ def _underscored(overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _flat_key(key: str) -> str:
+def _flat_key(key: str, grae_keys: frozenset[str]) -> str:
     """A key as grae spells it: ``learning_rate`` → ``trl.learning_rate`` (a GRPOConfig field given flat, as
     TRL's own scripts take it); grae's own keys and dotted ones as they are."""
-    from grae.train.config import MANAGED_TRL_KEYS, TrainConfig
 
     head = key.split(".")[0]
-    grae_keys = {f.name for f in dataclasses.fields(TrainConfig)}
     if head in grae_keys:
         if head in trl_fields() and head not in MANAGED_TRL_KEYS:
             raise ConfigError(f"{key}: ambiguous, both a grae key and a trl.GRPOConfig field; "

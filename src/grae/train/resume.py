@@ -22,6 +22,7 @@ from pathlib import Path
 from grae.engines import COMPLETE_MARKER
 from grae.train.checkpoints import checkpoint_problem, marker_run_id
 from grae.train.config import ConfigError
+from grae.train.metrics_file import METRICS_FILE, read_metrics
 
 #: what an unmarked checkpoint is
 UNFINISHED = "no completion marker: its save did not finish, or the marker was removed"
@@ -97,7 +98,5 @@ def _refusal(out: Path, run_id: str, path: str, reason: str, whole: str | None, 
 
 
 def _logged_steps(out: Path) -> int:
-    from grae.train.rundir import METRICS_FILE, read_metrics
-
     rows = read_metrics(out / METRICS_FILE) if (out / METRICS_FILE).exists() else []
     return max((int(row["step"]) for row in rows), default=0)

@@ -35,12 +35,12 @@ from typing import Any
 
 import yaml
 
-from grae.io import atomic_write_json, atomic_write_text, read_jsonl
+from grae.io import atomic_write_json, atomic_write_text
 from grae.train.config import ConfigError
+from grae.train.metrics_file import METRICS_FILE as METRICS_FILE  # the names lived here
+from grae.train.metrics_file import read_metrics as read_metrics
 
 RUN_FILE = "run.json"
-#: one JSON line per logged training step (grae.train.callbacks writes it)
-METRICS_FILE = "metrics.jsonl"
 #: configuration keys a ``--resume`` may change
 RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps", "continue_without_signal")
 #: what marks a directory as a grae run's (``config.yaml``: runs from before run.json existed)
@@ -206,16 +206,3 @@ def _clear(out: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
-
-
-def read_metrics(path: str | Path) -> list[dict]:
-    """The step rows of a run's ``metrics.jsonl`` (rows without an integer ``step`` are left out; the torn
-    last line of a killed writer is ignored)."""
-    return [row for row in read_jsonl(path) if _step_of(row) is not None]
-
-
-def _step_of(row: dict) -> int | None:
-    try:
-        return int(row["step"])
-    except (ValueError, KeyError, TypeError):
-        return None

@@ -80,7 +80,6 @@ def check_keeps(spec: dict[str, Any], cfg: CompareConfig) -> None:
         raise ConfigError(f"rule.keeps_passk.k = {spec['k']}: the study evaluates pass@k up to n = {n}; lower k or "
                           "raise eval.n")
     if "baseline_pass1_margin_vs_oracle" in spec:
-        from grae.compare.grid import study_exact_by  # grid imports this module
         from grae.eval.exact import BY_GOLD
 
         if not (cfg.eval or {}).get("exact"):
@@ -125,3 +124,17 @@ RULE_SPECS = {
     "non_inferior_every_k": RuleSpec(EVERY_K_KEYS, "rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, "
                                                    "baseline_pass1_margin_vs_base: 3, min_seeds: 5}}", check_every_k),
 }
+
+
+def study_exact_by(cfg: CompareConfig) -> str:
+    """How the study's task is evaluated exactly (:func:`grae.eval.exact.exact_by`: an answer set enumerated, or a
+    one-gold task's gold completion teacher-forced); ConfigError naming the field when neither applies."""
+    from grae.data import get_task
+    from grae.eval.exact import ExactError, exact_by
+
+    key = "eval.exact" if cfg.eval else "frontier_eval.exact"
+    config = cfg.train_config(cfg.jobs()[0])
+    try:
+        return exact_by(get_task(config.task.name, **config.task.params))
+    except ExactError as err:
+        raise ConfigError(f"{key}: {err}; drop {key} to evaluate by sampling") from None

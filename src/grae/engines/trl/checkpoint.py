@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from grae.engines import COMPLETE_MARKER, STATE_FILE
+from grae.engines import COMPLETE_MARKER, STATE_FILE, file_sizes
 from grae.io import atomic_write_json
 
 #: dynamic sampling / prompt selection state in a checkpoint: the VADE posterior, the uniform stream, the budget
@@ -34,8 +34,6 @@ class CheckpointState:
         atomic_write_json(os.path.join(folder, STATE_FILE), {"estimator": getattr(self.estimator, "name", ""),
                                                              "state": self.estimator.state_dict()})
         atomic_write_json(os.path.join(folder, SAMPLING_STATE_FILE), self._sampling_state())
-        from grae.train.checkpoints import file_sizes
-
         atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step,
                                                                   "run_id": self.grae_run_id,
                                                                   "files": file_sizes(folder)})
