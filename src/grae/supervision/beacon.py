@@ -3,7 +3,8 @@ on the pipe named by :data:`ENV`; nothing at all when the process is not supervi
 
 * ``R <token> <limit seconds or -> <name>`` / ``E <token>``: a reward call begins / ends. The supervisor names the
   innermost call running when the process ends or overruns; ``limit`` bounds it (``reward_timeout`` × samples).
-* ``F <pid> <name>``: a reward forked this process and the copy returned into training; the copy then exits.
+* ``F <pid> <name>``: a reward forked this process and the copy returned into training; the copy then stops the
+  trainer (SIGKILL, before it can write a checkpoint or ``final/``) and exits.
 * ``X <code>``: ``grae train`` itself ends with ``code`` (any other end is one it did not choose).
 
 Two ``os.write`` calls per reward call (a few microseconds; a training step calls each reward function once).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -71,6 +73,10 @@ def leave_if_copy(name: str) -> None:
     if os.getpid() == _TRAINER_PID:
         return
     _send(f"F {os.getpid()} {name}")
+    if _fd is not None:  # supervised: stop the trainer now, before it writes a checkpoint or final/ (a 2-step run
+        # finished within the supervisor's poll); the supervisor, told above, names the fork and stops the rest
+        with contextlib.suppress(OSError):
+            os.kill(_TRAINER_PID, signal.SIGKILL)
     if _fd is None:  # not supervised (a library user's trainer): said here; a supervisor says it once itself
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"error: reward function {name!r} forked the training process and the copy (pid "

@@ -5,8 +5,9 @@ decided here.
 * **Unfinished is never 0.** The child says its own exit (:func:`grae.supervision.beacon.finished`); an end it did
   not say — ``os._exit(0)`` or ``sys.exit`` in a reward function, a crash, a kill — is one line naming the reward
   function that was running (if one was) and a non-zero status (the child's, else 1; 128 + N for a signal).
-* **A forked copy stops the run.** A reward that ``os.fork()``s makes a copy of the trainer; the copy exits as soon
-  as it returns into training (:func:`~grae.supervision.beacon.leave_if_copy`) and the run is stopped, one line.
+* **A forked copy stops the run.** A reward that ``os.fork()``s makes a copy of the trainer; the copy kills the
+  trainer and exits as soon as it returns into training (:func:`~grae.supervision.beacon.leave_if_copy`), so no
+  checkpoint or ``final/`` is written after the fork, and the run is stopped, one line.
 * **A reward past its bound is stopped.** With ``reward_timeout`` set, a reward call is bounded by samples ×
   timeout (+ :data:`GRACE_S`); a call that holds the process longer (C code keeps a timed-out thread from being
   abandoned) stops the run. Without ``reward_timeout`` a call running :data:`SLOW_NOTE_S` is said once, and a stop
@@ -99,6 +100,13 @@ def supervise(argv: list[str], command: list[str] | None = None) -> int:
             _give_terminal(os.getpgrp())
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if reason is None and child.returncode == -signal.SIGKILL:
+        _hear_out(reader, heard)  # a forked copy says F, then kills the trainer: the F may still be in the pipe
+    if reason is None and heard.forked:
+        _kill_group(child.pid)  # as _watch does when it hears the fork first
+        reason, code = _forked_reason(heard.forked), 1
+    if reason is not None:  # the run's process group was killed (SIGKILL): it is ending, not left behind
+        _wait_group_ended(child, child.pid)
     left = _stop_leftovers(child.pid)
     reader.join(timeout=2)
     if reason is None:
@@ -128,11 +136,8 @@ def _watch(child: subprocess.Popen, heard: _Heard, stop: list[tuple[int, float]]
             return None, child.returncode
         now = time.monotonic()
         if heard.forked:
-            copy, name = heard.forked
             _kill_group(child.pid)
-            return (f"reward function {name!r} forked the training process (os.fork()) and the copy (pid {copy}) "
-                    "returned into training: the run is stopped, as two trainers would write one run directory; fork "
-                    "only into a child that ends with os._exit, or use subprocess / multiprocessing"), 1
+            return _forked_reason(heard.forked), 1
         call = heard.running()
         if call is None:
             continue
@@ -155,6 +160,13 @@ def _watch(child: subprocess.Popen, heard: _Heard, stop: list[tuple[int, float]]
                  "(reward_timeout is not set); set reward_timeout, or stop the run with Ctrl-C / SIGTERM")
 
 
+def _forked_reason(forked: tuple[str, str]) -> str:
+    copy, name = forked
+    return (f"reward function {name!r} forked the training process (os.fork()) and the copy (pid {copy}) returned "
+            "into training: the run is stopped, as two trainers would write one run directory; fork only into a child "
+            "that ends with os._exit, or use subprocess / multiprocessing")
+
+
 def _wait(child: subprocess.Popen) -> tuple[int, int]:
     """``os.waitpid`` of the child without blocking longer than :data:`POLL_S` (stopped children reported too)."""
     deadline = time.monotonic() + POLL_S
@@ -163,6 +175,42 @@ def _wait(child: subprocess.Popen) -> tuple[int, int]:
         if pid or time.monotonic() >= deadline:
             return pid, status
         time.sleep(0.05)
+
+
+def _hear_out(reader: threading.Thread, heard: _Heard, timeout: float = 1.0) -> None:
+    """Until the pipe is read to its end or said a fork, at most ``timeout`` seconds (a process that never returned
+    from a fork may hold the pipe open: it is stopped afterwards)."""
+    deadline = time.monotonic() + timeout
+    while reader.is_alive() and not heard.forked and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _wait_group_ended(child: subprocess.Popen, pgid: int, timeout: float = 5.0) -> None:
+    """After SIGKILL to the run's group: until the child is reaped and no member of the group is alive (the kernel
+    ends a killed process a little later, under load noticeably), at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(subprocess.TimeoutExpired, ChildProcessError):
+        child.wait(timeout=timeout)
+    while _group_members(pgid) and time.monotonic() < deadline:
+        _reap()
+        time.sleep(0.02)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes in process group ``pgid``, from /proc."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
 
 
 def _unchosen_end(code: int, heard: _Heard) -> tuple[str | None, int]:
