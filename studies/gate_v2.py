@@ -265,19 +265,24 @@ def train_step(design_path: Path, seeds: list[int]) -> None:
         out = run_dir(design, seed)
         cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--seed", str(seed), "--output-dir", str(out),
                "--no-progress", *(["--resume"] if (out / "run.json").exists() else [])]
-        resumed = "--resume" in cmd
         print(" ".join(cmd), flush=True)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        earlier = float((out / "cpu_seconds").read_text()) if resumed and (out / "cpu_seconds").exists() else 0.0
-        (out / "cpu_seconds").write_text(f"{earlier + used:.1f}\n")  # a resumed run counts its earlier processes
+        run_counting_cpu(cmd, out)
+
+
+def run_counting_cpu(cmd: list[str], out: Path) -> None:
+    """Run ``cmd`` (one torch thread) and add the CPU seconds it used (user + system) to ``out/cpu_seconds``: a
+    resumed run (``--resume`` in ``cmd``) counts its earlier processes."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    earlier = float((out / "cpu_seconds").read_text()) if "--resume" in cmd and (out / "cpu_seconds").exists() else 0.0
+    (out / "cpu_seconds").write_text(f"{earlier + used:.1f}\n")
 
 
 def core_seconds(out: Path) -> float:
     """CPU seconds the run's process used (user + system, all threads: ``cpu_seconds``, written by
-    :func:`train_step` from the child's resource usage), so a run sharing its core with other work is not charged
+    :func:`run_counting_cpu` from the child's resource usage), so a run sharing its core with other work is not charged
     for the wait; the training wall time (``eval/summary.json``) when it was not recorded."""
     recorded = out / "cpu_seconds"
     if recorded.exists():

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from gate_v2 import load_model  # this folder is the script's sys.path[0]
+from gate_v2 import load_model, run_counting_cpu  # this folder is the script's sys.path[0]
 
 from grae.yaml_io import load_yaml
 
@@ -202,16 +202,6 @@ def band_holdout_examples(design: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------------- pregate
-def core_seconds(cmd: list[str], out: Path) -> None:
-    resumed = "--resume" in cmd
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    earlier = float((out / "cpu_seconds").read_text()) if resumed and (out / "cpu_seconds").exists() else 0.0
-    (out / "cpu_seconds").write_text(f"{earlier + used:.1f}\n")  # a resumed run counts its earlier processes
-
-
 def arm_config(design: dict[str, Any], arm: str) -> dict[str, Any]:
     cfg = merged(design["train"], design["arms"][arm] or {})
     cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design)[1])}
@@ -230,7 +220,7 @@ def train_arm(design: dict[str, Any], arm: str) -> Path:
     cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
            *(["--resume"] if (out / "run.json").exists() else [])]
     print(" ".join(cmd), flush=True)
-    core_seconds(cmd, out)
+    run_counting_cpu(cmd, out)
     return out
 
 
@@ -332,7 +322,7 @@ def gate_train(design_path: Path, seeds: list[int] | None) -> None:
         cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
                *(["--resume"] if (out / "run.json").exists() else [])]
         print(" ".join(cmd), flush=True)
-        core_seconds(cmd, out)
+        run_counting_cpu(cmd, out)
 
 
 def temperature_choice(model, tok, examples, task, temperatures) -> tuple[float, dict[float, float]]:
