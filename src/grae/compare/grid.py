@@ -57,7 +57,7 @@ from typing import Any
 import yaml
 
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
-from grae.compare.mechanism import check_mechanism
+from grae.compare.mechanism_spec import check_mechanism
 from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS, study_exact_by
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 from grae.yaml_io import load_yaml
@@ -148,7 +148,7 @@ class CompareConfig:
     rule: dict[str, Any] | None = None
     #: seed → machine kind of the jobs trained before grae recorded their device (grae.compare.machines)
     unrecorded_devices: dict[int, str] = field(default_factory=dict)
-    #: the mechanism rows (grae.compare.mechanism.check_mechanism: ``{steps, ks, band_holdout}``); None = none
+    #: the mechanism rows (grae.compare.mechanism_spec.check_mechanism: ``{steps, ks, band_holdout}``); None = none
     mechanism: dict[str, Any] | None = None
     #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
     #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
