@@ -12,7 +12,8 @@ evaluate), so it trains only the jobs no sitting has finished and its report rea
 
 What a job's archive holds: ``job.yaml``, ``config.yaml``, ``run.json``, ``metrics.jsonl`` (the training
 log), ``eval/summary.json`` and every ``eval/frontier/step-N.curve.json`` / ``step-N.run.json`` (the
-per-problem counts the report reads). The base model's evaluation (``base/frontier.*``) and the record of
+per-problem counts the report reads) / ``step-N.parts.json`` (the mechanism rows' probes). The base model's
+evaluation (``base/frontier.*``, ``base/temperature_frontier.json``, ``base/probes.json``) and the record of
 every ``grae compare`` sitting (``invocations.jsonl``: the report's wall time) go in ``study.tgz``; ``unpack``
 adds the archive's sitting rows this machine's record lacks, so sittings on several machines add up.
 A job that is not finished (trained, and evaluated at every step compare evaluates it) is not packed; an
@@ -45,8 +46,10 @@ from grae.compare.grid import CompareConfig, load_compare_config
 from grae.yaml_io import load_yaml
 
 JOB_FILES = ("job.yaml", "config.yaml", "run.json", "metrics.jsonl", "eval/summary.json")
-FRONTIER_PATTERNS = ("eval/frontier/step-*.curve.json", "eval/frontier/step-*.run.json")
-STUDY_FILES = ("base/frontier.jsonl", "base/frontier.curve.json", "base/frontier.run.json", "invocations.jsonl")
+FRONTIER_PATTERNS = ("eval/frontier/step-*.curve.json", "eval/frontier/step-*.run.json",
+                     "eval/frontier/step-*.parts.json")
+STUDY_FILES = ("base/frontier.jsonl", "base/frontier.curve.json", "base/frontier.run.json",
+               "base/temperature_frontier.json", "base/probes.json", "invocations.jsonl")
 #: study files whose rows (lines) add up across machines instead of being kept as they are
 MERGED_FILES = ("invocations.jsonl",)
 

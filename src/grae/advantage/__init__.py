@@ -12,6 +12,7 @@ Every estimator module reads like its paper's equations; see docs/estimators.md 
 from grae.advantage import (  # noqa: F401
     agrae,
     avspo,
+    bbg,
     dgpo,
     grpo,
     ngrpo,

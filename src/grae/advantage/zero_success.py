@@ -13,8 +13,9 @@ Samples of every other group are dropped (weight 0: out of the loss and its toke
 ``nsr`` drops). **What this is not:** the paper's own method, Bayesian Boundary Gating (BBG), weights
 each problem by an estimate of its marginal contribution to the reasoning boundary. Its equations are in
 the paper's method section, which grae could not reach (only the abstract and introduction were
-readable); grae implements the plain gate the abstract states and no Bayesian weight it cannot cite
-(docs/estimators.md, "Zero-success gating").
+readable); this estimator is the plain gate the abstract states, and ``bbg`` (:mod:`grae.advantage.bbg`) is BBG as
+a third-party reading gives it, checked against that reading, not the paper (docs/estimators.md,
+"Zero-success gating").
 
 The base advantage. GRPO's advantage is exactly 0 in a group with no success (zero reward variance), so
 GRPO gated to those groups would never update: the kept groups need an advantage that is nonzero when
@@ -31,6 +32,20 @@ from __future__ import annotations
 import torch
 
 from grae.advantage.base import Estimator, check, describe, get_estimator, names, register
+
+
+def rewards_only_base(base: str, correct_threshold: float, fix: str = "choose an estimator that needs only rewards"
+                      ) -> Estimator:
+    """The registered estimator ``base`` that a gate wraps: built with the gate's ``correct_threshold`` when it has
+    that parameter (so both count the same successes), and refused (``ValueError`` naming ``base`` and ``fix``) when
+    it needs estimator context, which a gate does not pass on."""
+    check(base in names(), "base", f"unknown estimator {base!r}; registered: {', '.join(names())}")
+    shares_threshold = "correct_threshold" in describe(base)["defaults"]
+    est = get_estimator(base, **({"correct_threshold": correct_threshold} if shares_threshold else {}))
+    check(not est.requires, "base",
+          f"{base!r} requires estimator context ({', '.join(sorted(est.requires))}), which the gate does not pass on; "
+          f"{fix}")
+    return est
 
 
 @register("zero_success_gate")
@@ -59,12 +74,7 @@ class ZeroSuccessGate(Estimator):
             self._check_base_learns_from_failures()
 
     def _build_base(self) -> Estimator:
-        check(self.base in names(), "base", f"unknown estimator {self.base!r}; registered: {', '.join(names())}")
-        shares_threshold = "correct_threshold" in describe(self.base)["defaults"]
-        est = get_estimator(self.base, **({"correct_threshold": self.correct_threshold} if shares_threshold else {}))
-        check(not est.requires, "base",
-              f"{self.base!r} requires estimator context ({', '.join(sorted(est.requires))}), which the gate does not "
-              "pass on; use nsr (default) or ngrpo")
+        est = rewards_only_base(self.base, self.correct_threshold, "use nsr (default) or ngrpo")
         # the base's input policy is the gate's: pass@k bases refuse graded rewards, A-GRAE's rewards outside [0, 1]
         # (per instance: which base the gate wraps is a constructor argument, so the class default cannot say it)
         self.requires_binary = est.requires_binary  # type: ignore[misc]

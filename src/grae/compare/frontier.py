@@ -28,6 +28,7 @@ or the shared base evaluation).
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
 #: default training fractions of a frontier (0 % is the base model)
 DEFAULT_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 FRONTIER_DIR = "frontier"
-#: held-out settings a study may give its own evaluations (frontier_eval / eval)
-EVAL_KEYS = ("num_problems", "n", "exact")
+#: held-out settings a study may give its own evaluations (frontier_eval / eval); ``heldout_params``: task parameters
+#: merged over the jobs' ``task.params`` for every held-out evaluation compare makes (the held-out problems of another
+#: filter or with strata, e.g. ``{totals: any, heldout_strata: [totals]}`` for a study that trains on in-range chains)
+EVAL_KEYS = ("num_problems", "n", "exact", "heldout_params")
 
 
 def check_fractions(fractions: Any, where: str = "frontier") -> list[float]:
@@ -66,10 +69,15 @@ def keep_steps(max_steps: int, fractions: Sequence[float]) -> list[int]:
 
 def frontier_eval_config(cfg: TrainConfig, frontier_eval: dict[str, Any] | None) -> TrainConfig:
     """``cfg`` with ``frontier_eval``'s held-out settings (num_problems, n) in place of its own (``exact``
-    is not a train setting: see :func:`is_exact`)."""
+    is not a train setting: see :func:`is_exact`); with ``heldout_params`` its task's parameters merged over the
+    job's, and no ``train_subset`` (an evaluation reads the held-out split and the verifier only)."""
     import dataclasses
 
-    sizes = {k: v for k, v in (frontier_eval or {}).items() if k != "exact"}
+    sizes = {k: v for k, v in (frontier_eval or {}).items() if k not in ("exact", "heldout_params")}
+    heldout_params = (frontier_eval or {}).get("heldout_params")
+    if heldout_params:
+        cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, params={**cfg.task.params, **heldout_params},
+                                                                train_subset=None))
     if not sizes:
         return cfg
     return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, **sizes))
@@ -83,7 +91,9 @@ def is_exact(frontier_eval: dict[str, Any] | None) -> bool:
 def step_settings(cfg: TrainConfig, frontier_eval: dict[str, Any] | None) -> dict[str, Any]:
     """What a frontier step's evaluation is done with (recorded in ``step-N.curve.json``)."""
     e = frontier_eval_config(cfg, frontier_eval).eval
-    return {"num_problems": e.num_problems, "n": e.n, "exact": is_exact(frontier_eval)}
+    heldout_params = (frontier_eval or {}).get("heldout_params")
+    return {"num_problems": e.num_problems, "n": e.n, "exact": is_exact(frontier_eval),
+            **({"heldout_params": heldout_params} if heldout_params else {})}
 
 
 def step_done(rows: Path, settings: dict[str, Any]) -> bool:
@@ -223,10 +233,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--num-problems", type=int, default=None)
     p.add_argument("--n", type=int, default=None)
     p.add_argument("--exact", action="store_true", help="exact pass@k by answer enumeration (n = largest k)")
+    p.add_argument("--heldout-params", type=json.loads, default=None,
+                   help="JSON task parameters merged over the job's for the held-out problems")
     a = p.parse_args(argv)
     settings: dict[str, Any] = {k: v for k, v in (("num_problems", a.num_problems), ("n", a.n)) if v is not None}
     if a.exact:
         settings["exact"] = True
+    if a.heldout_params:
+        settings["heldout_params"] = a.heldout_params
     evaluate_frontier(a.job_yaml, check_fractions(a.fractions), settings or None)
 
 

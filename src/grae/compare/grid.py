@@ -26,8 +26,10 @@ Example (``studies/*.yaml``)::
     # or: rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}
     unrecorded_devices: {300: cpu (AMD EPYC)}  # optional: seed -> machine kind of jobs trained before grae
                                       # recorded their device (grae.compare.machines)
+    mechanism: {steps: [0, 100, 200], ks: [1, 64, 256], band_holdout: runs/band_holdout.jsonl}  # optional: per
+                                      # stratum rows, strategy mass, collapse ratio (grae.compare.mechanism)
 
-``eval:`` (``{exact, num_problems, n}``, instead of ``frontier_eval``): compare evaluates every model of
+``eval:`` (``{exact, num_problems, n, heldout_params}``, instead of ``frontier_eval``): compare evaluates every model of
 the study itself with these held-out settings — the base model (``<output_dir>/base/frontier.jsonl``),
 every frontier checkpoint and every job's final model (``eval/frontier/step-N.jsonl``) — and the
 report's tables, intervals and frontier read these rows instead of the jobs' own ``eval/after.jsonl``.
@@ -55,6 +57,7 @@ from typing import Any
 import yaml
 
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
+from grae.compare.mechanism_spec import check_mechanism
 from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS, study_exact_by
 from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
 from grae.yaml_io import load_yaml
@@ -84,6 +87,8 @@ STUDY_SCHEMA: dict[str, tuple[tuple[type, ...], str]] = {
                       "{non_inferior_every_k: {arm: A, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}"),
     "unrecorded_devices": ((dict,), "a mapping seed -> machine kind (e.g. {300: 'cpu (AMD EPYC)'}) for jobs trained "
                                     "before grae recorded their device"),
+    "mechanism": ((dict,), "a mapping {steps: [0, 100, 200], ks: [1, 64, 256], band_holdout: PATH} (every key "
+                           "optional; grae.compare.mechanism)"),
 }
 KEYS = set(STUDY_SCHEMA)
 REQUIRED = ("base", "methods", "seeds", "baseline", "output_dir")
@@ -143,6 +148,8 @@ class CompareConfig:
     rule: dict[str, Any] | None = None
     #: seed → machine kind of the jobs trained before grae recorded their device (grae.compare.machines)
     unrecorded_devices: dict[int, str] = field(default_factory=dict)
+    #: the mechanism rows (grae.compare.mechanism_spec.check_mechanism: ``{steps, ks, band_holdout}``); None = none
+    mechanism: dict[str, Any] | None = None
     #: whether the final models have a held-out evaluation (``eval``, or the jobs' own); False = a
     #: training-only study, reported from its training logs (set by :func:`load_compare_config`)
     heldout: bool = True
@@ -296,6 +303,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
     cfg.heldout = bool(cfg.eval) or True in evaluated
     cfg.rule = check_rule(raw.get("rule"), cfg)
     cfg.unrecorded_devices = _unrecorded_devices(raw.get("unrecorded_devices"), seeds)
+    cfg.mechanism = check_mechanism(raw.get("mechanism"), cfg)
     return cfg
 
 
@@ -459,11 +467,17 @@ def _frontier_eval(value, key: str) -> dict[str, Any] | None:
     """``frontier_eval``/``eval``: ``{num_problems: N, n: N, exact: bool}`` (every key optional)."""
     if value is None:
         return None
-    sizes = {k: v for k, v in value.items() if k != "exact"} if isinstance(value, dict) else None
+    sizes = {k: v for k, v in value.items() if k not in ("exact", "heldout_params")} if isinstance(value, dict) else None
     if sizes is None or set(value) - set(EVAL_KEYS) or not isinstance(value.get("exact", False), bool) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes.values()):
-        raise ConfigError(f"{key}: expected {{num_problems: N, n: N, exact: true|false}} (positive integers, every key "
-                          f"optional), got {value!r}")
+        raise ConfigError(f"{key}: expected {{num_problems: N, n: N, exact: true|false, heldout_params: {{…}}}} "
+                          f"(positive integers, every key optional), got {value!r}")
+    heldout_params = value.get("heldout_params")
+    if heldout_params is not None and (not isinstance(heldout_params, dict) or not heldout_params
+                                       or not all(isinstance(k, str) for k in heldout_params)):
+        raise ConfigError(f"{key}.heldout_params: expected a non-empty mapping of task parameters merged over the jobs' "
+                          f"task.params for the held-out problems (e.g. {{totals: any, heldout_strata: [totals]}}), got "
+                          f"{heldout_params!r}")
     return dict(value)
 
 

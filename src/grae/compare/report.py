@@ -151,6 +151,10 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
 
     temperature_lines, temperature_summary = temperature_section(results)
     lines += temperature_lines
+    from grae.compare.mechanism_report import mechanism_section
+
+    mechanism_lines, mechanism_summary = mechanism_section(results)
+    lines += mechanism_lines
     lines += memorisation_section(results)
     lines += ["", "![pass@k](passk.png)", ""]
     lines += ["![pass@k difference vs baseline](passk_vs_baseline.png)", ""] if diffs else []
@@ -168,7 +172,8 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
         "pilot": pilot_reason(len(study.seeds)),
         "update_allocation": allocation,
         "baseline": study.baseline, "seeds": study.seeds, **({"rule": rule} if rule else {}),
-        **({"temperature_frontier": temperature_summary} if temperature_summary else {})}, results)
+        **({"temperature_frontier": temperature_summary} if temperature_summary else {}),
+        **({"mechanism": mechanism_summary} if mechanism_summary else {})}, results)
     return report
 
 

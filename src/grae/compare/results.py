@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grae.compare.counts_json import _is_int, _short, counts_from_json, counts_to_json
+from grae.compare.mechanism import Mechanism, gather_mechanism, mechanism_from_json, mechanism_to_json
 from grae.compare.stats import Interval, method_passk
 from grae.eval.stats import ProblemCounts
 from grae.metrics import powers_of_two
@@ -154,6 +155,8 @@ class StudyResults:
     frontier: dict[str, dict[float, FrontierCheckpoint]] = field(default_factory=dict)
     #: ``invocations.jsonl``'s rows (INVOCATIONS)
     invocations: list[dict[str, Any]] = field(default_factory=list)
+    #: the mechanism rows' probes, strata and advantage mass (study key ``mechanism``); None without it
+    mechanism: Mechanism | None = None
 
     @property
     def base(self) -> ProblemCounts | None:
@@ -202,6 +205,8 @@ def gather(cfg: CompareConfig) -> StudyResults:
                                                                         base_rows["before.jsonl"])
     if cfg.frontier:
         results.frontier = _frontier(cfg, jobs, configs[jobs[0].method, jobs[0].seed].max_steps)
+    if cfg.mechanism:
+        results.mechanism = gather_mechanism(cfg)
     return results
 
 
@@ -379,6 +384,7 @@ def to_json(results: StudyResults) -> dict[str, Any]:
                                       if cp.counts is not None else {})}
                          for f, cp in by_f.items()} for m, by_f in results.frontier.items()},
         "invocations": results.invocations,
+        **({"mechanism": mechanism_to_json(results.mechanism)} if results.mechanism is not None else {}),
     }
 
 
@@ -434,7 +440,8 @@ def _from_checked_json(data: dict[str, Any]) -> StudyResults:
     return StudyResults(study, jobs,
                         {name: counts(c, f"results.base_files.{name}") for name, c in data["base_files"].items()},
                         {name: counts(c, f"results.references.{name}") for name, c in data["references"].items()},
-                        frontier, checked_invocations(data["invocations"], study, "results.invocations"))
+                        frontier, checked_invocations(data["invocations"], study, "results.invocations"),
+                        mechanism_from_json(data["mechanism"]) if data.get("mechanism") is not None else None)
 
 
 def write_summary(path: Path, summary: dict[str, Any], results: StudyResults) -> Path:

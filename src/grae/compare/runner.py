@@ -39,6 +39,7 @@ import yaml
 
 from grae.compare.grid import CompareConfig, Job
 from grae.compare.machines import check_sitting, this_machine
+from grae.compare.probes import base_probe_evaluation, probes_command, probes_done
 from grae.compare.progress import StatusLines
 from grae.io import atomic_write_json, atomic_write_text
 
@@ -50,7 +51,8 @@ def job_command(job: Job, config_path: Path) -> list[str]:
 def frontier_command(cfg: CompareConfig, config_path: Path, job: Job) -> list[str]:
     """Evaluate a finished job at the study's frontier fractions (:mod:`grae.compare.frontier`), and at
     100 % with ``eval``."""
-    extra = [f"--{k.replace('_', '-')}" if v is True else f"--{k.replace('_', '-')}={v}"
+    extra = [f"--{k.replace('_', '-')}" if v is True else
+             f"--{k.replace('_', '-')}={json.dumps(v) if isinstance(v, dict) else v}"
              for k, v in (cfg.evaluation() or {}).items() if v is not False]
     return [sys.executable, "-m", "grae.compare.frontier", str(config_path), *map(str, cfg.evaluated_fractions(job)),
             *extra]
@@ -75,8 +77,9 @@ def frontier_done(cfg: CompareConfig, job: Job) -> bool:
 
 
 def finished(cfg: CompareConfig, job: Job) -> bool:
-    """``job`` is trained and evaluated wherever compare evaluates it: no sitting would run it again."""
-    return job.done and frontier_done(cfg, job)
+    """``job`` is trained and evaluated wherever compare evaluates it (and probed, with ``mechanism``): no sitting
+    would run it again."""
+    return job.done and frontier_done(cfg, job) and probes_done(cfg, job)
 
 
 def unfinished(cfg: CompareConfig) -> list[Job]:
@@ -163,6 +166,8 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
         base_frontier_evaluation(cfg, jobs[0], log)
     if "temperature_frontier" in cfg.paired_against:
         base_temperature_evaluation(cfg, jobs[0], log)
+    if cfg.mechanism:
+        base_probe_evaluation(cfg, jobs[0], log)
     if not pending:
         return {}
     trains = [j for j in pending if not (j.output_dir / "final").exists()]  # not those only left to evaluate
@@ -216,6 +221,9 @@ def run_jobs(cfg: CompareConfig, *, log=print, seeds: list[int] | None = None,
                 logfile.flush()
                 code = processes.run(frontier_command(cfg, config_path, job), stdout=logfile, stderr=subprocess.STDOUT,
                                      env=env)
+            if code == 0 and cfg.mechanism:  # the mechanism rows' probes (grae.compare.probes)
+                logfile.flush()
+                code = processes.run(probes_command(cfg, config_path), stdout=logfile, stderr=subprocess.STDOUT, env=env)
         seconds[name] = time.perf_counter() - t0
         done = code == 0 and job.done
         status.finish(name, seconds[name], done)
