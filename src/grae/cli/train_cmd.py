@@ -343,7 +343,14 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from grae.eval.backends import NonFiniteLogitsError
-        from grae.train.run import INTERRUPTED_EXIT, BaseWithoutSignal, DiskFullError, DivergenceError, run_train
+        from grae.train.run import (
+            INTERRUPTED_EXIT,
+            BaseWithoutSignal,
+            DiskFullError,
+            DivergenceError,
+            TrainingWithoutSignal,
+            run_train,
+        )
         from grae.train.threads import apply_threads
 
         cuda = _cuda_training(cfg)
@@ -361,6 +368,12 @@ def register(app: typer.Typer) -> None:
             error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
                   "takes its directory), or train anyway with --continue-without-signal")
             raise typer.Exit(1) from None
+        except TrainingWithoutSignal as err:  # no_signal_steps steps in a row trained nothing: checkpoint saved
+            where = f"checkpoint {err.checkpoint}" if err.checkpoint else "no checkpoint"
+            error(console, f"stopped after step {err.step}:", f"{err}. Saved: {where}. Fix the cause and start anew "
+                  "(--overwrite, or another --output-dir), or continue this run with --resume "
+                  "--continue-without-signal")
+            raise typer.Exit(NO_SIGNAL_EXIT) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
             raise typer.Exit(1) from None
@@ -401,6 +414,11 @@ def register(app: typer.Typer) -> None:
         if result.report:
             console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
         console.print(run_size_line(result), markup=False, highlight=False, soft_wrap=True)
+
+
+#: exit status of a run stopped after ``no_signal_steps`` steps in a row without learning signal (a checkpoint of
+#: the last is saved; ``--resume --continue-without-signal`` continues it)
+NO_SIGNAL_EXIT = 3
 
 
 def _cuda_training(cfg) -> bool:
