@@ -7,11 +7,11 @@ always 0."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
-import itertools
-import json
 from types import SimpleNamespace
 
 import pytest
@@ -149,9 +149,8 @@ def test_a_run_whose_reward_is_always_zero_stops_after_3_steps_with_a_checkpoint
     (the plain progress line, marked no-signal; the streak's first step explained once), a stop after step 3 with
     the diagnosis, exit 3 and checkpoint-3; ``--resume --continue-without-signal`` trains on from it."""
     pytest.importorskip("trl", reason="the train extra; `make test` installs it")
-    from tiny_model import build_random_tiny
-
     from grae.cli.train_cmd import NO_SIGNAL_EXIT
+    from tiny_model import build_random_tiny
 
     model_dir = build_random_tiny(str(tmp_path / "tiny"))
     (tmp_path / "zero_reward.py").write_text("def zero(prompts, completions, **kwargs):\n"

@@ -8,9 +8,8 @@ import shlex
 import subprocess
 import sys
 
-from timeouts import scaled
-
 from grae.advantage import describe, names
+from timeouts import scaled
 
 
 def _piped(*args: str) -> str:
