@@ -221,25 +221,35 @@ def loading_problem(cfg) -> str | None:
             or wandb_unavailable(cfg.trl) or vllm_unavailable(cfg.trl))
 
 
-def _dry_run(console, cfg) -> None:
-    """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (:func:`loading_problem`: the
-    model not cached with the hub unreachable, a tokenizer without a chat template, a push without a token) as a
-    note with the line the run would stop with: the config is checked, the network only looked at."""
+def _dry_run(console, cfg) -> int:
+    """``--dry-run``: what ``cfg`` resolved to, every resolved key, then the verdict; returns the exit status. A
+    run that would stop — :func:`loading_problem` (the model not cached with the hub unreachable, a preset's
+    missing wheel, a tokenizer without a chat template, a push without a token: exit 2, as the run), or data that
+    leaves it nothing to learn from (no gold the verifier can match, no answer that fits in a token budget: exit 1)
+    — is said first and last. The config is checked, the network only looked at."""
     from grae.train.config import to_dict
-    from grae.train.dry_run import plan_lines
+    from grae.train.dry_run import plan
     from grae.train.resolve import resolved_lines
 
-    for what, value in plan_lines(cfg):
+    rows, stops = plan(cfg)
+    note = loading_problem(cfg)
+    verdict = None
+    if note or stops:
+        verdict = ("dry run: training here would stop: " + "; ".join(
+            [*([f"before loading: {note}"] if note else []), *stops]))
+        error(console, "error:", verdict)
+    for what, value in rows:
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
     console.print("resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry runs "
                   "to compare the runs):", markup=False, highlight=False, soft_wrap=True)
     for line in resolved_lines(to_dict(cfg)):
         console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    note = loading_problem(cfg)
-    if note:
-        console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
-                      soft_wrap=True)
-    console.print("dry run: the config is valid; nothing was downloaded, loaded, trained or written", highlight=False)
+    if verdict:
+        error(console, "error:", verdict)
+        return 2 if note else 1
+    console.print("dry run: the config is valid and nothing seen here stops the run; nothing was downloaded, loaded, "
+                  "trained or written", markup=False, highlight=False, soft_wrap=True)
+    return 0
 
 
 def _print_help(ctx: typer.Context, _param, value: bool) -> None:
@@ -327,8 +337,7 @@ def register(app: typer.Typer) -> None:
             error(console, "config error", err)
             raise typer.Exit(2) from None
         if dry_run:
-            _dry_run(console, cfg)
-            raise typer.Exit(0)
+            raise typer.Exit(_dry_run(console, cfg))
         if resume and not os.path.isdir(cfg.output_dir):  # before the probe below, which would create it
             error(console, "config error", f"--resume: {cfg.output_dir} does not exist, so there is no run to continue; "
                   "check --output-dir, or drop --resume to start a new run")

@@ -185,7 +185,14 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     """Resolve a run's configuration (:mod:`grae.train.resolve`: model defaults → preset recipe → file ``source``
     (a path, or a name in ``grae/configs/``) → dotted ``overrides`` → validation) and return it, validated.
     A layer that names the estimator (the task) starts its parameters from its defaults."""
+    from grae.train.output_dir import default_output_dir
+
     resolution = resolve(source, overrides, frozenset(f.name for f in dataclasses.fields(TrainConfig)))
+    run_dir = default_output_dir(resolution.layers, resolution.raw, resolution.explicit,
+                                 {"model": TrainConfig.model, "task.name": TaskConfig.name,
+                                  "estimator": TrainConfig.estimator})
+    if run_dir is not None:  # a run that is not its recipe's goes beside it (grae.train.output_dir)
+        resolution.raw["output_dir"] = run_dir
     cfg = from_dict(TrainConfig, resolution.raw, "")
     cfg.explicit_keys = resolution.explicit
     cfg.layers = tuple(f"{name} ({where})" for name, where, _ in resolution.layers)
