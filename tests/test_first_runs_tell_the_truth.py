@@ -290,7 +290,10 @@ def test_own_file_train_then_eval_run_dir_then_report_on_the_tiny_model(tmp_path
     assert summary["load"].startswith("load ") and " CPU" in summary["load"]
     evaluated = grae("eval", "runs/mygsm")
     assert "its final model on its 6 held-out problems of mygsm.jsonl (extraction last_number)" in evaluated
-    (ours,) = json.loads((tmp_path / "eval" / "mygsm" / "summary.json").read_text())["tasks"].values()
+    run_eval = tmp_path / "runs" / "mygsm" / "eval" / "final"  # beside the run, not in the working directory
+    assert f"→ {Path('runs/mygsm/eval/final')}" in " ".join(evaluated.split()) or f"→ {run_eval}" in evaluated
+    assert not (tmp_path / "eval").exists()
+    (ours,) = json.loads((run_eval / "summary.json").read_text())["tasks"].values()
     assert ours["task"] == "local:mygsm.jsonl" and ours["num_problems"] == 6 and ours["n"] == 4
     assert {int(k): v for k, v in ours["pass_at_k"].items()} == {int(k): v for k, v in summary["after"].items()}
     from grae.train.heldout_table import heldout_table  # and the same intervals as the run's own table
@@ -298,5 +301,6 @@ def test_own_file_train_then_eval_run_dir_then_report_on_the_tiny_model(tmp_path
     table = heldout_table(tmp_path / "runs" / "mygsm", {int(k): v for k, v in summary["before"].items()},
                           {int(k): v for k, v in summary["after"].items()}, 4, seed=1234)
     assert {int(k): v for k, v in ours["ci95"].items()} == {k: [e.lo, e.hi] for k, e in table.rows["trained"].items()}
-    reported = grae("report", "runs/mygsm", "eval/mygsm", "--output", "report")
+    reported = grae("report", "runs/mygsm", "runs/mygsm/eval/final")
+    assert (tmp_path / "runs" / "mygsm" / "report" / "report.md").is_file() and not (tmp_path / "report").exists()
     assert "## mygsm" in reported and "6 problems, the same in every input" in reported

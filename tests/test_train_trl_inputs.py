@@ -42,7 +42,7 @@ def test_train_with_a_dotted_reward_and_mapped_local_columns(tmp_path):
         f"task: {{name: 'local:{data}', params: {{problem_field: q, answer_field: gold, prompt_style: plain, "
         "heldout_size: 10}, train_size: 40}\n"
         "reward_funcs: ['myrewards:constant']\n"
-        "max_steps: 5\nsave_steps: 5\n"
+        "max_steps: 5\nsave_steps: 5\ncontinue_without_signal: true\n"  # warned, not stopped: 5 steps run
         "trl: {per_device_train_batch_size: 8, num_generations: 4, max_completion_length: 4}\n"
         "eval: {enabled: false}\n")
     out = tmp_path / "run"

@@ -79,16 +79,28 @@ def test_every_fixture_is_listed():
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_trl_recipe_runs_to_the_point_of_loading(name):
+def test_trl_recipe_runs_to_the_point_of_loading(name, monkeypatch):
+    import huggingface_hub.constants
+
+    from grae.cli.train_cmd import loading_problem
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the hub's models: cached or not, no probe
     status, lines = EXPECTED[name]
     result = CliRunner().invoke(_app(), ["train", str(RECIPES / name), "--dry-run"])
     out = " ".join(result.output.split())  # rich wraps long lines
-    assert result.exit_code == status, (result.output, result.exception)
     for line in lines:
         assert " ".join(line.split()) in out, (line, result.output)
-    if status == 0:
-        assert "dry run: the config is valid; nothing was downloaded, loaded, trained or written" in out
+    if status == 0:  # resolved in full; the verdict: would it load on this machine (its hub models cached)?
+        stop = loading_problem(load_config(str(RECIPES / name)))
+        assert result.exit_code == (2 if stop else 0), (result.output, result.exception)
+        if stop:
+            said = [line for line in result.output.splitlines() if line.strip()]
+            assert said[0] == said[-1] and said[0].startswith("error: dry run: training here would stop: before "
+                                                              "loading: "), result.output
+        else:
+            assert "dry run: the config is valid and nothing seen here stops the run; nothing was downloaded" in out
     else:  # refused in one line that names the key, nothing else printed
+        assert result.exit_code == status, (result.output, result.exception)
         assert len(result.output.strip().splitlines()) == 1, result.output
         assert out.startswith("config error"), result.output
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from grae.cli.output import check_writable, error
+from grae.cli.output import console as make_console
 
 #: seconds between status lines while jobs run (--status-every): at a terminal, and in a pipe or log file
 STATUS_EVERY_TERMINAL, STATUS_EVERY_PIPE = 15.0, 60.0
@@ -32,13 +33,11 @@ def register(app: typer.Typer) -> None:
         confidence intervals, paired differences against the baseline and training dynamics."""
         import time
 
-        from rich.console import Console
-
         if config.endswith(".json"):
             _rerender(config, report_only, output)
             return
         if output is not None:
-            error(Console(emoji=False), "error:", "--output: only with a summary.json (a study's report goes to its "
+            error(make_console(emoji=False), "error:", "--output: only with a summary.json (a study's report goes to its "
                   "output_dir)")
             raise typer.Exit(2)
 
@@ -47,7 +46,7 @@ def register(app: typer.Typer) -> None:
         from grae.compare.runner import run_jobs
         from grae.train.config import ConfigError
 
-        console = Console(emoji=False)  # paths and job names print literally
+        console = make_console(emoji=False)  # paths and job names print literally
         try:
             cfg = load_compare_config(config)
         except ConfigError as err:
@@ -135,12 +134,10 @@ def _rerender(summary: str, report_only: bool, output: str | None) -> None:
     """``grae compare SUMMARY.json --report-only [-o DIR]``: the report rendered from the table alone."""
     from pathlib import Path
 
-    from rich.console import Console
-
     from grae.compare.report import render
     from grae.compare.results import from_summary
 
-    console = Console(emoji=False)
+    console = make_console(emoji=False)
     if not report_only:
         error(console, "error:", f"{summary}: a summary.json can only be re-rendered; add --report-only (or give the "
               "study's YAML to run it)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import typer
 
 from grae.cli.output import check_writable, error
+from grae.cli.output import console as make_console
 
 FORMATS = ("verl",)
 
@@ -42,9 +43,7 @@ def register(app: typer.Typer) -> None:
         param: list[str] | None = typer.Option(None, "--param", "-p", help="Task parameter key=value (repeatable)."),
     ) -> None:
         """Write N examples of TASK in an engine's dataset format (verl: RL parquet + reward function)."""
-        from rich.console import Console
-
-        console = Console()
+        console = make_console()
         if format not in FORMATS:
             error(console, f"--format {format!r}:", f"supported formats are {', '.join(FORMATS)}")
             raise typer.Exit(2)
@@ -88,9 +87,8 @@ def register(app: typer.Typer) -> None:
         device: str | None = typer.Option(None, help="cpu or cuda (default: cuda when available)."),
     ) -> None:
         """Score a pool of TASK's training problems by MODEL's pass rate, keep those in [LO, HI], write them."""
-        from rich.console import Console
 
-        console = Console()
+        console = make_console()
         if exact == (n is not None):
             error(console, "--exact / --n:", "give exactly one: --exact (teacher-forced gold completion) or --n N (N "
                                              "samples per problem)")

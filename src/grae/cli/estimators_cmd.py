@@ -12,13 +12,14 @@ def register(app: typer.Typer) -> None:
         from rich.table import Column, Table
 
         from grae.advantage import describe, names
-        from grae.cli.output import console
+        from grae.cli.output import console as make_console
 
-        # at the terminal's width (80 columns in a pipe): long cells wrap, a word longer than its column folds
+        console = make_console()
+        # at a terminal, its width: long cells wrap, a word longer than its column folds; in a pipe, one row a line
         table = Table(Column("name", no_wrap=True), Column("parameters (defaults)", overflow="fold", ratio=3),
                       Column("context", overflow="fold", ratio=1, min_width=7),
-                      Column("what it is", overflow="fold", ratio=4), expand=True)
+                      Column("what it is", overflow="fold", ratio=4), expand=console.is_terminal)
         for name in names():
             d = describe(name)
             table.add_row(name, d["signature"], ", ".join(d["requires"]) or "-", d["summary"])
-        console().print(table)
+        console.print(table)

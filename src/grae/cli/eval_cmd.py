@@ -76,7 +76,8 @@ def register(app: typer.Typer) -> None:
         num_problems: int | None = typer.Option(None, "--num-problems",
                                                 help="First N problems \\[default: all; 100 for procedural tasks; a run: "
                                                      "its eval.num_problems]."),
-        output: Path | None = typer.Option(None, "--output", "-o", help="Output directory \\[default: eval/<model>]."),
+        output: Path | None = typer.Option(None, "--output", "-o", help="Output directory \\[default: eval/<model>; a "
+                                           "run directory without --tasks: RUN/eval/final]."),
         batch_size: int | None = typer.Option(None, "--batch-size",
                                               help="Sequences per generate call \\[default: vllm 8192; hf 64 on a GPU or for a "
                                                    "model of <= 20M parameters on a CPU, else 8; a run: its eval.batch_size]."),
@@ -96,8 +97,9 @@ def register(app: typer.Typer) -> None:
         max_model_len: int | None = typer.Option(None, "--max-model-len",
                                                  help="vllm: context length (prompt + completion) \\[default: the model's]."),
         dtype: str = typer.Option("auto", help="Model dtype: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, …"),
-        threads: int | None = typer.Option(None, help="torch CPU threads \\[default: torch's]; 1 is fastest for tiny "
-                                                      "models on a busy machine."),
+        threads: int | None = typer.Option(None, help="torch CPU threads \\[default: as grae train: OMP_NUM_THREADS "
+                                                      "when set, else 1 on a CPU (fastest beside any other busy "
+                                                      "process) and torch's own on a GPU]."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace rows in the output directory that another "
                                        "model (other weights) or other sampling settings produced."),
         exact: bool = typer.Option(False, "--exact", help="Exact pass@k: teacher-force every answer of the task's "
@@ -128,6 +130,8 @@ def register(app: typer.Typer) -> None:
         console = make_console(emoji=False)
         params = _parse_params(task_param)
         model, planned, own = _run_or_model(console, model, tasks)
+        if planned and output is None:  # a run's own held-out problems: the rows go beside the run's
+            output = Path(model).parent / RUN_EVAL_DIR
         n = n if n is not None else int(own.get("n", 256))
         temperature = temperature if temperature is not None else float(own.get("temperature", 0.6))
         top_p = top_p if top_p is not None else float(own.get("top_p", 0.95))
@@ -157,15 +161,15 @@ def register(app: typer.Typer) -> None:
         if why:
             error(console, "error:", why)
             raise typer.Exit(2)
-        if threads:
-            import torch
+        from grae.train.threads import apply_threads
 
-            torch.set_num_threads(threads)
+        threads_line = apply_threads(threads, cuda=_cuda_sampling(device))
 
         def announce(plan) -> None:
             console.print(f"[bold]grae eval[/bold] {escape(plan.model)} on {escape(', '.join(t.entry for t in plan.tasks))}: "
                           f"n={plan.n}, T={plan.temperature}, top-p={plan.top_p}, backend={plan.backend}, "
-                          f"batch={plan.batch_size} → {escape(str(plan.output))}", highlight=False, soft_wrap=True)
+                          f"batch={plan.batch_size} → {escape(str(plan.output))}; {escape(threads_line)}",
+                          highlight=False, soft_wrap=True)
 
         @contextmanager
         def progress(name: str, total: int):
@@ -366,7 +370,9 @@ def register(app: typer.Typer) -> None:
         inputs: list[Path] = typer.Argument(..., help="grae eval output directories, grae train run directories "
                                                       "(held-out pass@k before and after), sample JSONL files or "
                                                       "summary JSONs.", exists=True),
-        output: Path = typer.Option(Path("report"), "--output", "-o", help="Directory for the PNGs and report.md."),
+        output: Path | None = typer.Option(None, "--output", "-o", help="Directory for the PNGs and report.md "
+                                           "\\[default: RUN/report for the first grae train run among the inputs, "
+                                           "else ./report]."),
         label: list[str] = typer.Option([], "--label", help="Label per input, in order \\[default: dir/file names]."),
     ) -> None:
         """pass@k curves (log-2 k axis, one PNG per task) and a markdown table for several models, compared on
@@ -376,6 +382,7 @@ def register(app: typer.Typer) -> None:
         from grae.eval.report import write_report
 
         console = make_console()
+        output = output if output is not None else report_dir(inputs)
         check_writable(console, output, "--output")
         try:
             result = write_report(inputs, output, label or None)
@@ -389,6 +396,30 @@ def register(app: typer.Typer) -> None:
                               soft_wrap=True)
         console.print(f"markdown: {result.markdown}\n", markup=False, highlight=False, emoji=False)
         print(result.markdown.read_text())
+
+
+def _cuda_sampling(device: str | None) -> bool:
+    """The hf backend samples on a GPU (``--device``, else CUDA when there is one)."""
+    import torch
+
+    return torch.cuda.is_available() and (device is None or str(device).startswith("cuda"))
+
+
+#: where ``grae eval RUN_DIR`` (no ``--tasks``) writes, under the run directory
+RUN_EVAL_DIR = Path("eval") / "final"
+
+
+def report_dir(inputs: list[Path]) -> Path:
+    """``grae report``'s default directory: ``report/`` in the first ``grae train`` run directory among ``inputs``
+    (or the run a ``grae eval RUN_DIR`` output belongs to), else ``./report``."""
+    from grae.eval.run_heldout import run_directory
+
+    for path in inputs:
+        for candidate in (path, *path.parents[:3]):
+            found = run_directory(candidate)
+            if found is not None:
+                return found / "report"
+    return Path("report")
 
 
 def _run_or_model(console, model: str, tasks: list[str]) -> tuple[str, list, dict]:

@@ -10,15 +10,16 @@ from typing import Any
 
 from rich.markup import escape
 
-#: console width when stdout is not a terminal (and ``COLUMNS`` is unset): a terminal's usual 80 columns, so
-#: ``grae estimators | cat`` or a log file read in a terminal is not 400 columns wide
-PIPE_WIDTH = 80
+#: console width when stdout is not a terminal (and ``COLUMNS`` is unset): wider than any table grae prints, so
+#: a table in a pipe or a log file (``grae sim | tee``, ``grae estimators | grep``) keeps every column and every
+#: value on one line (a table prints at its natural width, a line as it is)
+PIPE_WIDTH = 10_000
 
 
 def console(**kwargs: Any) -> Any:
-    """A rich Console for a command's output: as wide as the terminal, or :data:`PIPE_WIDTH` in a pipe or file
-    (no terminal, no ``COLUMNS``). A table wider than that wraps its cells' text onto more lines (rich folds
-    it): every word is printed, no column is cut with an ellipsis."""
+    """A rich Console for a command's output: as wide as the terminal (or ``COLUMNS``), where a table wider than
+    that wraps its cells' text onto more lines; in a pipe or a file (no terminal, no ``COLUMNS``) :data:`PIPE_WIDTH`,
+    so every table prints whole, one row a line, for ``grep``, ``cut`` and ``diff``."""
     import sys
 
     from rich.console import Console

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from grae.cli.output import check_writable, error
+from grae.cli.output import console as make_console
 
 
 def parse_estimator(spec: str) -> tuple[str, dict]:
@@ -51,13 +52,12 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         import torch
-        from rich.console import Console
         from rich.table import Table
 
         from grae.sim import SimConfig, run_sim
 
         torch.set_num_threads(1)
-        console = Console(emoji=False, width=150)
+        console = make_console(emoji=False)
         try:
             specs = [parse_estimator(s) for s in estimators]
             configs = [SimConfig(estimator=name, estimator_params=params, steps=steps, prompts=prompts,

@@ -221,25 +221,35 @@ def loading_problem(cfg) -> str | None:
             or wandb_unavailable(cfg.trl) or vllm_unavailable(cfg.trl))
 
 
-def _dry_run(console, cfg) -> None:
-    """``--dry-run``: what ``cfg`` resolved to, then what would stop a training here (:func:`loading_problem`: the
-    model not cached with the hub unreachable, a tokenizer without a chat template, a push without a token) as a
-    note with the line the run would stop with: the config is checked, the network only looked at."""
+def _dry_run(console, cfg) -> int:
+    """``--dry-run``: what ``cfg`` resolved to, every resolved key, then the verdict; returns the exit status. A
+    run that would stop — :func:`loading_problem` (the model not cached with the hub unreachable, a preset's
+    missing wheel, a tokenizer without a chat template, a push without a token: exit 2, as the run), or data that
+    leaves it nothing to learn from (no gold the verifier can match, no answer that fits in a token budget: exit 1)
+    — is said first and last. The config is checked, the network only looked at."""
     from grae.train.config import to_dict
-    from grae.train.dry_run import plan_lines
+    from grae.train.dry_run import plan
     from grae.train.resolve import resolved_lines
 
-    for what, value in plan_lines(cfg):
+    rows, stops = plan(cfg)
+    note = loading_problem(cfg)
+    verdict = None
+    if note or stops:
+        verdict = ("dry run: training here would stop: " + "; ".join(
+            [*([f"before loading: {note}"] if note else []), *stops]))
+        error(console, "error:", verdict)
+    for what, value in rows:
         console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
     console.print("resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry runs "
                   "to compare the runs):", markup=False, highlight=False, soft_wrap=True)
     for line in resolved_lines(to_dict(cfg)):
         console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    note = loading_problem(cfg)
-    if note:
-        console.print(f"      note  training here would stop before loading: {note}", markup=False, highlight=False,
-                      soft_wrap=True)
-    console.print("dry run: the config is valid; nothing was downloaded, loaded, trained or written", highlight=False)
+    if verdict:
+        error(console, "error:", verdict)
+        return 2 if note else 1
+    console.print("dry run: the config is valid and nothing seen here stops the run; nothing was downloaded, loaded, "
+                  "trained or written", markup=False, highlight=False, soft_wrap=True)
+    return 0
 
 
 def _print_help(ctx: typer.Context, _param, value: bool) -> None:
@@ -327,8 +337,7 @@ def register(app: typer.Typer) -> None:
             error(console, "config error", err)
             raise typer.Exit(2) from None
         if dry_run:
-            _dry_run(console, cfg)
-            raise typer.Exit(0)
+            raise typer.Exit(_dry_run(console, cfg))
         if resume and not os.path.isdir(cfg.output_dir):  # before the probe below, which would create it
             error(console, "config error", f"--resume: {cfg.output_dir} does not exist, so there is no run to continue; "
                   "check --output-dir, or drop --resume to start a new run")
@@ -343,7 +352,14 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from grae.eval.backends import NonFiniteLogitsError
-        from grae.train.run import INTERRUPTED_EXIT, BaseWithoutSignal, DiskFullError, DivergenceError, run_train
+        from grae.train.run import (
+            INTERRUPTED_EXIT,
+            BaseWithoutSignal,
+            DiskFullError,
+            DivergenceError,
+            TrainingWithoutSignal,
+            run_train,
+        )
         from grae.train.threads import apply_threads
 
         cuda = _cuda_training(cfg)
@@ -361,6 +377,12 @@ def register(app: typer.Typer) -> None:
             error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
                   "takes its directory), or train anyway with --continue-without-signal")
             raise typer.Exit(1) from None
+        except TrainingWithoutSignal as err:  # no_signal_steps steps in a row trained nothing: checkpoint saved
+            where = f"checkpoint {err.checkpoint}" if err.checkpoint else "no checkpoint"
+            error(console, f"stopped after step {err.step}:", f"{err}. Saved: {where}. Fix the cause and start anew "
+                  "(--overwrite, or another --output-dir), or continue this run with --resume "
+                  "--continue-without-signal")
+            raise typer.Exit(NO_SIGNAL_EXIT) from None
         except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
             error(console, "error:", err)
             raise typer.Exit(1) from None
@@ -401,6 +423,11 @@ def register(app: typer.Typer) -> None:
         if result.report:
             console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
         console.print(run_size_line(result), markup=False, highlight=False, soft_wrap=True)
+
+
+#: exit status of a run stopped after ``no_signal_steps`` steps in a row without learning signal (a checkpoint of
+#: the last is saved; ``--resume --continue-without-signal`` continues it)
+NO_SIGNAL_EXIT = 3
 
 
 def _cuda_training(cfg) -> bool:

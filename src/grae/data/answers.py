@@ -101,7 +101,7 @@ class AnswerExtraction:
         if self.mode == "boxed":
             return f"The final answer is \\boxed{{{gold}}}."
         if self.mode == "last_number":
-            return f"So the answer is {gold}"
+            return f"So the answer is {self._number(gold)}"
         if self.mode == "marker":
             return f"Reasoning.\n{self.marker} {gold}"
         return str(gold)
@@ -112,7 +112,14 @@ class AnswerExtraction:
             return f"\\boxed{{{gold}}}"
         if self.mode == "marker":
             return f"{self.marker} {gold}"
+        if self.mode == "last_number":
+            return self._number(gold)
         return str(gold)
+
+    @staticmethod
+    def _number(gold: str) -> str:
+        """The gold as ``last_number`` reads it (``\\boxed{23}`` → ``23``), or the gold itself when it reads none."""
+        return extract_last_number(str(gold)) or str(gold)
 
     def score(self, completion: Any, gold: Any, timeout: float | None) -> float:
         """1.0 when ``completion``'s answer matches ``gold``: as text for ``exact``, math-equal otherwise."""

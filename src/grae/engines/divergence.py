@@ -152,10 +152,12 @@ def probe_forward(model: Any, rows: tuple[Any, Any] | None = None) -> Probe:
         return Probe(True, largest, 0.0)
     finally:
         model.train(was_training)
-    # each [R, T, H] → the kept positions' ‖h‖₂, in float64 (in float32 the sum of squares is what overflows)
-    hidden = [h[kept].double().norm(dim=-1).max() for h in (out.hidden_states or ()) if h[kept].numel()]
+    # each [R, T, H] → the kept positions' ‖h‖₂, in float64 (in float32 the sum of squares is what overflows);
+    # detached: TRL's trainers call enable_input_require_grads (gradient checkpointing), whose hook marks the input
+    # embeddings' output as requiring grad even under no_grad; only the values are read here
+    hidden = [h.detach()[kept].double().norm(dim=-1).max() for h in (out.hidden_states or ()) if h[kept].numel()]
     activation = float(torch.stack(hidden).nan_to_num(nan=math.inf).max()) if hidden else 0.0
-    healthy = bool(torch.isfinite(out.logits[kept]).all()) and activation < OVERFLOWING_ACTIVATION
+    healthy = bool(torch.isfinite(out.logits.detach()[kept]).all()) and activation < OVERFLOWING_ACTIVATION
     return Probe(healthy, largest, activation)
 
 

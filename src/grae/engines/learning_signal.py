@@ -6,12 +6,18 @@ every group's rewards are equal, each A_i = (r_i − mean)/(std + ε) = 0 — th
 so are the loss and grad_norm without a KL term): the step trained nothing. Runs that log no advantage masses (stock TRL keys
 only) fall back to TRL's ``frac_reward_zero_std == 1`` (every group's rewards equal).
 
-:class:`NoSignalWatch` says so on the console at every such step (``step N: no learning signal …``), the
-progress line marks the step (:func:`progress_mark`), and after ``no_signal_steps`` such steps in a row
-(3 by default; ``grae train --no_signal_steps N``, 0 turns the warning off) one warning names the likely
-causes: reward format, token budget, task difficulty (:func:`likely_causes`). :class:`GraeTrainer` adds the
-same watch to a TRL script (``no_signal_steps=``; its lines go to the ``grae.engines.trl.trainer`` logger, the
-warning at WARNING), reading TRL's own log keys where grae's advantage masses are absent.
+:class:`NoSignalWatch` says so on the console at the first step of a streak (``step N: no learning signal …``),
+the progress line marks every such step (:func:`progress_mark`): one line a step. After ``no_signal_steps`` such
+steps in a row (3 by default; ``grae train --no_signal_steps N``, 0 turns the watch off) ``grae train`` stops with
+the diagnosis, the likely causes (reward format, token budget, task difficulty: :func:`likely_causes`), and a
+resumable checkpoint (``stop=True``); with ``--continue-without-signal`` it warns once and trains on.
+:class:`GraeTrainer` adds the same watch to a TRL script (``no_signal_steps=``; its lines go to the
+``grae.engines.trl.trainer`` logger, the warning at WARNING; it warns, it does not stop), reading TRL's own log keys
+where grae's advantage masses are absent.
+
+Before step 1 :func:`base_diagnosis` reads the base model's held-out completions: a base that scores 0 with most
+completions cut or unreadable, or whose measured success rates leave fewer than :data:`MIN_INFORMATIVE_GROUPS` of
+the groups of G samples expected to disagree (:func:`expected_informative_share`), cannot learn here.
 """
 
 from __future__ import annotations
@@ -122,49 +128,98 @@ def likely_causes(rewards: Sequence[float], clipped: Sequence[float] = (), max_c
 #: before step 1 (:func:`base_diagnosis`)
 DEAD_BASE_SHARE = 0.9
 
+#: expected share of groups whose G samples disagree (some right, some wrong) below which training stops before
+#: step 1: under 1 group in 50 would carry any learning signal (:func:`expected_informative_share`)
+MIN_INFORMATIVE_GROUPS = 0.02
+
+
+def expected_informative_share(rates: Sequence[float], group_size: int) -> float:
+    """The share of groups of ``group_size`` samples expected to have both a right and a wrong completion (the
+    only groups with non-zero advantage), averaged over problems with success rates ``rates``:
+    mean of 1 − p^G − (1 − p)^G (0 for no problem)."""
+    if not rates:
+        return 0.0
+    return sum(1.0 - p ** group_size - (1.0 - p) ** group_size for p in rates) / len(rates)
+
 
 def base_diagnosis(labels: Sequence[bool], cut: Sequence[bool], readable: Sequence[bool], budget: int,
-                   budget_key: str = "eval.max_tokens") -> str | None:
-    """The diagnosis of a base model that cannot learn here, from its held-out completions before training:
-    none right (``labels``) and at least :data:`DEAD_BASE_SHARE` of them cut at the token budget (``cut``) or
-    holding no answer the verifier reads (not ``readable``). The causes are :func:`likely_causes`', the words of
-    the warning after steps without signal. None when the base can learn (some right, or most complete and read)."""
+                   budget_key: str = "eval.max_tokens", *, problems: Sequence[str] | None = None,
+                   group_size: int | None = None) -> str | None:
+    """The diagnosis of a base model that cannot learn here, from its held-out completions before training, or
+    None when it can. Two cases:
+
+    - none right (``labels``) and at least :data:`DEAD_BASE_SHARE` of them cut at the token budget (``cut``) or
+      holding no answer the verifier reads (not ``readable``);
+    - given each completion's problem (``problems``) and the training's ``group_size`` G: the problems' measured
+      success rates leave fewer than :data:`MIN_INFORMATIVE_GROUPS` of the groups expected to disagree
+      (:func:`expected_informative_share`): 1 right completion in 512 on 64 problems gives about 1 %.
+
+    The causes are :func:`likely_causes`', the words of the warning after steps without signal."""
     total = len(labels)
-    if not total or any(labels):
-        return None
-    dead = sum(c or not r for c, r in zip(cut, readable))
-    if dead < DEAD_BASE_SHARE * total:
+    if not total:
         return None
     share_cut, share_unread = sum(cut) / total, 1 - sum(readable) / total
-    causes = likely_causes([0.0], [share_cut], budget, unreadable=share_unread, budget_name=budget_key, knobs=BASE_KNOBS)
-    return (f"the base model scored 0 on all {total} held-out completions before training; {share_cut:.0%} were cut "
-            f"at the token budget ({budget_key} {budget}) before they ended and {share_unread:.0%} held no answer the "
-            "verifier reads, so every group would score alike and training would have no learning signal. Likely "
-            f"causes: {causes}")
+    dead = sum(c or not r for c, r in zip(cut, readable))
+    if not any(labels) and dead >= DEAD_BASE_SHARE * total:
+        causes = likely_causes([0.0], [share_cut], budget, unreadable=share_unread, budget_name=budget_key,
+                               knobs=BASE_KNOBS)
+        return (f"the base model scored 0 on all {total} held-out completions before training; {share_cut:.0%} were "
+                f"cut at the token budget ({budget_key} {budget}) before they ended and {share_unread:.0%} held no "
+                "answer the verifier reads, so every group would score alike and training would have no learning "
+                f"signal. Likely causes: {causes}")
+    if problems is None or not group_size:
+        return None
+    by_problem: dict[str, list[bool]] = {}
+    for problem, label in zip(problems, labels):
+        by_problem.setdefault(str(problem), []).append(bool(label))
+    rates = [sum(marks) / len(marks) for marks in by_problem.values()]
+    share = expected_informative_share(rates, group_size)
+    if share >= MIN_INFORMATIVE_GROUPS:
+        return None
+    causes = likely_causes(rates, [share_cut], budget, unreadable=share_unread, budget_name=budget_key,
+                           knobs=BASE_KNOBS)
+    return (f"the base model got {sum(map(bool, labels))} of {total} held-out completions right before training "
+            f"({len(rates)} problems); at each problem's measured success rate p a group of {group_size} samples "
+            f"has both a right and a wrong completion with probability 1 − p^{group_size} − (1 − p)^{group_size}, "
+            f"{share:.1%} on average (below {MIN_INFORMATIVE_GROUPS:.0%}), so almost every step would have no "
+            f"learning signal. Likely causes: {causes}; grae data band keeps the problems a base model can learn from")
 
 
 class NoSignalWatch(TrainerCallback):
-    """Says each logged step without learning signal on the console at once, and after ``streak_steps``
-    such steps in a row one warning with :func:`likely_causes` (again only after a step with signal)."""
+    """Says the first logged step of a streak without learning signal on the console at once (the progress line
+    marks the others), and after ``streak_steps`` such steps in a row one warning with :func:`likely_causes`
+    (again only after a step with signal). With ``stop``, the streak's diagnosis is kept in :attr:`stopped`
+    instead of warned, and training stops after that step with a checkpoint of it (every process of a run sees
+    the same gathered logs, so every process stops at the same step)."""
 
-    def __init__(self, log, streak_steps: int = NO_SIGNAL_STEPS, warn=None, knobs: Knobs = TRAIN_KNOBS):
-        self.log, self.streak_steps, self.knobs = log, streak_steps, knobs
+    def __init__(self, log, streak_steps: int = NO_SIGNAL_STEPS, warn=None, knobs: Knobs = TRAIN_KNOBS,
+                 stop: bool = False):
+        self.log, self.streak_steps, self.knobs, self.stop = log, streak_steps, knobs, stop
         #: says the streak's warning (default: ``log`` with a ``warning:`` prefix)
         self.warn = warn or (lambda message: log(f"warning: {message}"))
         self.streak: list[tuple[int, dict]] = []
+        #: with ``stop``: the diagnosis of the streak that stopped training, else None
+        self.stopped: str | None = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "reward" not in logs or not state.is_world_process_zero:
+        if not logs or "reward" not in logs:
             return
         line, warning = self.observe(state.global_step, logs, getattr(args, "max_completion_length", None))
+        if warning and self.stop:
+            self.stopped = warning
+            control.should_save = True
+            control.should_training_stop = True
+            return
+        if not state.is_world_process_zero:
+            return
         if line:
             self.log(line)
         if warning:
             self.warn(warning)
 
     def observe(self, step: int, logs: dict, max_completion_length: int | None) -> tuple[str | None, str | None]:
-        """Take one logged step: ``(its line, the streak's warning)``, each None when there is nothing to say
-        (:func:`first_streak_note` replays a run's metrics through it)."""
+        """Take one logged step: ``(its line, the streak's warning)``, each None when there is nothing to say (the
+        line: at the first step of a streak; :func:`first_streak_note` replays a run's metrics through it)."""
         verdict = step_without_signal(logs)
         if verdict is None:
             return None, None
@@ -174,7 +229,8 @@ class NoSignalWatch(TrainerCallback):
         self.streak.append((step, dict(logs)))
         reward = _number(logs.get("reward"))
         line = (f"step {step}: no learning signal: no group had a non-zero advantage (rewards equal within every "
-                f"group{f', mean reward {reward:.3f}' if reward is not None else ''}); this step trained nothing")
+                f"group{f', mean reward {reward:.3f}' if reward is not None else ''}); this step trained nothing "
+                "(the progress line marks each further one no-signal)") if len(self.streak) == 1 else None
         warning = self.streak_note(max_completion_length) if len(self.streak) == self.streak_steps else None
         return line, warning
 

@@ -169,13 +169,16 @@ class TrainConfig:
     #: (not a config key) the layers this config was resolved from, each "layer (source)" (grae.train.resolve)
     layers: typing.ClassVar[tuple[str, ...]] = ()
     #: logged steps without learning signal (no group with non-zero advantage: every group's rewards equal) in a
-    #: row after which one warning names the likely causes (reward format, token budget, task difficulty); each
-    #: such step is also said on the console at once. 0: no warning (grae.engines.learning_signal)
+    #: row after which training stops with the likely causes (reward format, token budget, task difficulty) and a
+    #: checkpoint of the last step, exit 3 (with continue_without_signal: one warning, training goes on); the first
+    #: such step is said on the console, the progress line marks each. 0: no stop, no warning
+    #: (grae.engines.learning_signal)
     no_signal_steps: int = 3
-    #: train even when the held-out evaluation before training finds a base model without learning signal (it scored
-    #: 0 with >= 90 % of its completions cut at the token budget or unreadable, see
-    #: grae.engines.learning_signal.base_diagnosis); without it ``grae train`` says the diagnosis and stops before
-    #: step 1 (``--continue-without-signal``)
+    #: train on without learning signal: before step 1 when the held-out evaluation finds a base model that cannot
+    #: learn here (it scored 0 with >= 90 % of its completions cut at the token budget or unreadable, or its success
+    #: rates leave < 2 % of the groups expected to disagree; grae.engines.learning_signal.base_diagnosis), and after
+    #: no_signal_steps steps in a row without signal; without it ``grae train`` says the diagnosis and stops
+    #: (``--continue-without-signal``; ``--resume --continue-without-signal`` continues a stopped run)
     continue_without_signal: bool = False
 
 
@@ -183,7 +186,14 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     """Resolve a run's configuration (:mod:`grae.train.resolve`: model defaults → preset recipe → file ``source``
     (a path, or a name in ``grae/configs/``) → dotted ``overrides`` → validation) and return it, validated.
     A layer that names the estimator (the task) starts its parameters from its defaults."""
+    from grae.train.output_dir import default_output_dir
+
     resolution = resolve(source, overrides, frozenset(f.name for f in dataclasses.fields(TrainConfig)))
+    run_dir = default_output_dir(resolution.layers, resolution.raw, resolution.explicit,
+                                 {"model": TrainConfig.model, "task.name": TaskConfig.name,
+                                  "estimator": TrainConfig.estimator})
+    if run_dir is not None:  # a run that is not its recipe's goes beside it (grae.train.output_dir)
+        resolution.raw["output_dir"] = run_dir
     cfg = from_dict(TrainConfig, resolution.raw, "")
     cfg.explicit_keys = resolution.explicit
     cfg.layers = tuple(f"{name} ({where})" for name, where, _ in resolution.layers)
@@ -307,8 +317,8 @@ def validate(cfg: TrainConfig) -> None:
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
     if isinstance(cfg.no_signal_steps, bool) or not isinstance(cfg.no_signal_steps, int) or cfg.no_signal_steps < 0:
-        raise ConfigError(f"no_signal_steps: must be an integer >= 0 (logged steps without signal before the warning; "
-                          f"0 turns it off), got {cfg.no_signal_steps!r}")
+        raise ConfigError(f"no_signal_steps: must be an integer >= 0 (logged steps without signal in a row before the "
+                          f"run stops; 0 turns the stop off), got {cfg.no_signal_steps!r}")
     bad_steps = [s for s in cfg.keep_steps if not isinstance(s, int) or isinstance(s, bool) or not 1 <= s <= cfg.max_steps]
     if bad_steps:
         raise ConfigError(f"keep_steps: {bad_steps} are not training steps in 1..max_steps ({cfg.max_steps}); "

@@ -15,10 +15,16 @@ from grae.train.trl_recipe import check_model_init_kwargs
 
 
 def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
-    """``(what, resolved to)`` rows for a validated ``cfg``: the estimator first (and whether it is grae's default),
+    """The rows of :func:`plan`."""
+    return plan(cfg)[0]
+
+
+def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
+    """``(what, resolved to)`` rows for a validated ``cfg`` — the estimator first (and whether it is grae's default),
     model and how it loads, task and the columns it reads, sizes fitted to the data, one rendered prompt and what
     its gold answer reads as, reward functions and where each comes from, steps and batch, held-out evaluation,
-    run directory."""
+    run directory — and what in the data would leave the run nothing to learn from
+    (:func:`grae.train.gold_check.stopping_problems`)."""
     from grae.data import LocalTask
     from grae.data.hub import fields_line
     from grae.train.trl_rewards import resolve_reward
@@ -39,9 +45,9 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
     params = ", ".join(f"{key}={value}" for key, value in sorted(cfg.estimator_params.items()))
     chosen = cfg.explicit_keys is None or "estimator" in cfg.explicit_keys or cfg.estimator != TrainConfig.estimator
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")  # TRL's values, its defaults filled in
-    batch = (f"{args.per_device_train_batch_size} completions per device step, {args.num_generations} per prompt, "
-             f"<= {args.max_completion_length} tokens, learning rate {args.learning_rate:g}")
+    batch = f"{batch_line(args)}, <= {args.max_completion_length} tokens, learning rate {args.learning_rate:g}"
     e = cfg.eval
+    golds, stops = _gold_lines(cfg, task)
     heldout = (f"{e.num_problems} problems x n = {e.n}, {e.max_tokens} tokens, before and after" if e.enabled
                else "off")
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
@@ -51,12 +57,25 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
             *[("fitted", note) for note in cfg.notes],
             ("train on", size),
             *example_lines(task),
-            *_gold_lines(cfg, task),
+            *golds,
             ("rewards", "; ".join(rewards)),
             ("steps", f"{cfg.max_steps}, {batch}"),
             ("held-out", heldout),
             ("output", cfg.output_dir),
-            ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")]
+            ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")], stops
+
+
+def batch_line(args: Any) -> str:
+    """One optimizer step's batch in prompts × samples, from TRL's ``GRPOConfig`` ``args``: ``2 prompts × 8 samples
+    per step (4 completions per device micro-batch × 4 accumulation steps)`` (× N processes where several
+    train)."""
+    processes = max(1, int(getattr(args, "world_size", 1) or 1))
+    completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * processes
+    prompts = completions / args.num_generations
+    shown = f"{prompts:g} prompt{'s' if prompts != 1 else ''}"
+    return (f"{shown} × {args.num_generations} samples per step ({args.per_device_train_batch_size} completions per "
+            f"device micro-batch × {args.gradient_accumulation_steps} accumulation step"
+            f"{'s' if args.gradient_accumulation_steps != 1 else ''}{f' × {processes} processes' if processes > 1 else ''})")
 
 
 def params_of(params: dict) -> dict:
@@ -64,18 +83,20 @@ def params_of(params: dict) -> dict:
     return dict(sorted(params.items()))
 
 
-def _gold_lines(cfg: TrainConfig, task: Any) -> list[tuple[str, str]]:
-    """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`)."""
-    from grae.train.gold_check import budget_lines, check_golds, gold_lines, model_tokenizer
+def _gold_lines(cfg: TrainConfig, task: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`): the rows, and what
+    in them leaves the run nothing to learn from."""
+    from grae.train.gold_check import budget_lines, check_golds, gold_lines, model_tokenizer, stopping_problems
     from grae.train.trl_recipe import processor_load_kwargs
 
     heldout = cfg.eval.num_problems if cfg.eval.enabled else 0
     check = check_golds(task, cfg.task.train_size, heldout, cfg.seed)
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
     tokenizer = model_tokenizer(cfg.model, processor_load_kwargs(cfg.trl)) if check is not None else None
-    return [*gold_lines(check), *budget_lines(check, tokenizer, args.max_completion_length,
-                                              cfg.eval.max_tokens if cfg.eval.enabled else None,
+    eval_tokens = cfg.eval.max_tokens if cfg.eval.enabled else None
+    rows = [*gold_lines(check), *budget_lines(check, tokenizer, args.max_completion_length, eval_tokens,
                                               getattr(task, "instruction", None))]
+    return rows, stopping_problems(check, tokenizer, args.max_completion_length, eval_tokens)
 
 
 def example_lines(task: Any) -> list[tuple[str, str]]:

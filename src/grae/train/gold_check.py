@@ -150,15 +150,12 @@ def budget_lines(check: GoldCheck | None, tokenizer: Any, max_completion_length:
     if tokenizer is None:
         return [("budget", "not checked: the model's tokenizer is not on this machine (the shortest reply the "
                            f"verifier reads is e.g. {check.replies[0]!r})")]
-    lengths = [len(tokenizer(reply, add_special_tokens=False)["input_ids"]) for reply in check.replies]
+    lengths = reply_lengths(check, tokenizer)
     longest = max(range(len(lengths)), key=lengths.__getitem__)
-    limits = [("trl.max_completion_length", max_completion_length)]
-    if eval_tokens is not None:
-        limits.append(("eval.max_tokens", eval_tokens))
+    limits = _limits(max_completion_length, eval_tokens)
     line = (f"the shortest reply the verifier reads takes {min(lengths)}-{lengths[longest]} tokens "
             f"(longest: {check.replies[longest]!r}); " + ", ".join(f"{key} {value}" for key, value in limits))
-    over = [(key, value, sum(n > value for n in lengths)) for key, value in limits]
-    over = [(key, value, count) for key, value, count in over if count]
+    over = _over(lengths, limits)
     if over:
         line += "; " + "; ".join(f"{count} of {len(lengths)} answers cannot fit in {key} {value}: those rows can never "
                                  f"score, raise {key}" for key, value, count in over)
@@ -167,6 +164,42 @@ def budget_lines(check: GoldCheck | None, tokenizer: Any, max_completion_length:
         line += (f"; the prompt asks for reasoning first ({instruction!r}): reasoning and answer share the budget, "
                  f"{room} tokens are left before the answer — a model that reasons longer is cut before it answers")
     return [("budget", line)]
+
+
+def reply_lengths(check: GoldCheck, tokenizer: Any) -> list[int]:
+    """The shortest reply the verifier reads of each scorable gold, in ``tokenizer``'s tokens."""
+    return [len(tokenizer(reply, add_special_tokens=False)["input_ids"]) for reply in check.replies]
+
+
+def _limits(max_completion_length: int, eval_tokens: int | None) -> list[tuple[str, int]]:
+    return [("trl.max_completion_length", max_completion_length),
+            *([("eval.max_tokens", eval_tokens)] if eval_tokens is not None else [])]
+
+
+def _over(lengths: list[int], limits: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """``(key, budget, answers that cannot fit)`` of each budget some answer cannot fit in."""
+    over = [(key, value, sum(n > value for n in lengths)) for key, value in limits]
+    return [(key, value, count) for key, value, count in over if count]
+
+
+def stopping_problems(check: GoldCheck | None, tokenizer: Any, max_completion_length: int,
+                      eval_tokens: int | None) -> list[str]:
+    """What in the golds and the budget leaves a run nothing to learn from, as the dry run's verdict says it: no
+    gold the verifier can match under the extraction, or no answer that fits in a token budget (the run would
+    train on rewards that are 0 whatever the model writes). Some rows alone are notes, not a stop."""
+    if check is None:
+        return []
+    total = check.train + check.heldout
+    if total and len(check.unscorable) == total:
+        return [f"golds: none of the {total} golds can score under {check.extraction} (e.g. "
+                f"{check.unscorable[0][1]!r}); fix the answer column, or choose another extraction "
+                "(task.params.answer_extraction)"]
+    if tokenizer is None or not check.replies:
+        return []
+    lengths = reply_lengths(check, tokenizer)
+    return [f"budget: no answer fits in {key} {value} (the shortest reply the verifier reads takes at least "
+            f"{min(lengths)} tokens); raise {key}" for key, value, count in _over(lengths, _limits(
+                max_completion_length, eval_tokens)) if count == len(lengths)]
 
 
 def model_tokenizer(model: str, load_kwargs: dict[str, Any]) -> Any:

@@ -39,15 +39,15 @@ from pathlib import Path
 from grae.engines.divergence import DivergenceError
 from grae.eval.identity import model_identity, trained_identity
 from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, resolve_rewards, to_dict
-from grae.train.errors import BaseWithoutSignal
+from grae.train.errors import BaseWithoutSignal, TrainingWithoutSignal
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.model_defaults import fit_sizes
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
 from grae.train.rundir import checkpoint_step, open_run
 from grae.train.trl_recipe import model_load_kwargs, processor_load_kwargs
 
-__all__ = ["INTERRUPTED_EXIT", "BaseWithoutSignal", "DiskFullError", "DivergenceError", "RunResult", "evaluate_heldout",
-           "run_train"]
+__all__ = ["INTERRUPTED_EXIT", "BaseWithoutSignal", "DiskFullError", "DivergenceError", "RunResult",
+           "TrainingWithoutSignal", "evaluate_heldout", "run_train"]
 
 #: exit status after SIGINT / SIGTERM (the shell's 128 + signal number)
 INTERRUPTED_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -148,7 +148,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     before = heldout_pass_at_k("before", model, lambda: model_identity(cfg.model, model_path, model))
     wait_for_everyone(args)
     base_note = decided_by_main(args, lambda: base_without_signal(cfg, out / "eval" / "before.jsonl", heldout,
-                                                                  processing) if before else None)
+                                                                  processing, args.num_generations) if before else None)
     if base_note and not cfg.continue_without_signal and not resume_from:  # a resumed run has trained already
         raise BaseWithoutSignal(base_note)
     if base_note:
@@ -165,11 +165,13 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         estimator = with_reward_correction(estimator, **cfg.reward_correction)
     resume_step = checkpoint_step(resume_from) if resume else None
     interrupt = GracefulInterrupt()
+    # no_signal_steps steps in a row without signal stop the run after the last (a checkpoint of it is saved)
+    watch = NoSignalWatch(log, cfg.no_signal_steps, stop=not cfg.continue_without_signal)
     tracker = TrackerRunConfig({"estimator": cfg.estimator, "estimator_params": cfg.estimator_params,
                                 "loss_agg_mode": cfg.loss_agg_mode, "task": to_dict(cfg)["task"],
                                 "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, before)
     callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main, checkpoint=resume_from, log=log),
-                 interrupt, NoSignalWatch(log, cfg.no_signal_steps)]
+                 interrupt, watch]
     if resume_from and args.save_only_model and is_model_only(resume_from):
         callbacks.append(ModelOnlyResume(log))
     if cfg.keep_steps:
@@ -228,6 +230,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         log(f"interrupted at step {steps}: checkpoint saved; continue with --resume")
         wait_for_everyone(args)  # no rank leaves (and has the launcher stop the others) before this is said
         return RunResult(out, steps, train_seconds, before, interrupted_by=stopped_by, main=main)
+    if watch.stopped:
+        wait_for_everyone(args)
+        raise TrainingWithoutSignal(watch.stopped, steps, newest())
     with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest), _stops_diverged(newest):
         trainer.grae_check_weights()  # final/ never holds non-finite weights
         _save_final(trainer, processing, out / "final", args)
@@ -257,11 +262,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     return RunResult(out, steps, train_seconds, before, after, report, shared_bytes=shared)
 
 
-def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], processing) -> str | None:
+def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], processing,
+                        group_size: int | None = None) -> str | None:
     """The diagnosis of a base model without learning signal (:func:`grae.engines.learning_signal.base_diagnosis`)
     from its held-out rows in ``path``, or None. A completion counts as cut when it re-encodes to at least
     ``eval.max_tokens`` tokens (re-encoding merges tokens at most, so a cut is never overcounted) and as unreadable
-    when the verifier reads no answer in it. Only where the task's verifier is a reward (``reward_funcs``)."""
+    when the verifier reads no answer in it; each problem's success rate is read from its rows, for the groups of
+    ``group_size`` (the training's ``num_generations``). Only where the task's verifier is a reward
+    (``reward_funcs``)."""
     from grae.engines.learning_signal import base_diagnosis
     from grae.eval.records import iter_rows
     from grae.train.config import reward_specs
@@ -274,7 +282,8 @@ def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], proce
     tokenizer = getattr(processing, "tokenizer", processing)
     lengths = [len(tokenizer(str(row.get("response") or ""), add_special_tokens=False)["input_ids"]) for row in rows]
     return base_diagnosis([bool(row.get("label")) for row in rows], [n >= cfg.eval.max_tokens for n in lengths],
-                          [row.get("pred_answer") is not None for row in rows], cfg.eval.max_tokens)
+                          [row.get("pred_answer") is not None for row in rows], cfg.eval.max_tokens,
+                          problems=[str(row["question_id"]) for row in rows], group_size=group_size)
 
 
 def _seconds_before(metrics: Path, resume_step: int | None) -> float:
