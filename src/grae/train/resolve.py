@@ -23,10 +23,12 @@ or flat. The layers are then laid one on another by :func:`apply_layer`, whateve
    (:func:`grae.train.config.validate`).
 
 A layer replaces each key it gives; mappings merge key by key (an empty mapping ``{}`` clears one). A layer that
-names another task (``task.name``) than the layers below starts ``task.params`` from ``{}``, and one that names
-another estimator starts ``estimator_params`` from ``{}``: parameters written for another task or estimator never
-carry over, and the keys dropped are named in a note (:attr:`Resolution.notes`). Restating the same task or
-estimator (``--task.name gcd`` over a file that trains gcd) keeps its parameters.
+names the task (``task.name``) starts ``task.params`` from ``{}``, and one that names the estimator starts
+``estimator_params`` from ``{}``: parameters written for another task or estimator never carry over (a default's
+or a preset's, silently; the user's own, with a note naming the keys dropped: :attr:`Resolution.notes`). The command
+line restating the task or estimator the layers below name (``--task.name gcd`` over a file that trains gcd, or over
+the embedded default's chain_sum) keeps its parameters; a CONFIG file naming the task starts them anew over the
+defaults (a file is a whole recipe).
 :func:`resolved_lines` prints every resolved key (``grae train --dry-run``), so two runs can be diffed.
 """
 
@@ -84,8 +86,11 @@ def resolve(source: str | Path | None, overrides: dict[str, Any] | None, grae_ke
         layers.append(("flags", "command line", flags))
     raw: dict[str, Any] = {}
     notes: list[str] = []
+    written: set[str] = set()  # the keys a CONFIG file or the flags gave so far: only their dropping is noted
     for name, where_from, layer in layers:
-        raw = apply_layer(raw, layer, notes, f"the {name} ({where_from})")
+        raw = apply_layer(raw, layer, notes, f"the {name} ({where_from})", frozenset(written), name == "flags")
+        if name in ("file", "flags"):
+            written.update(layer)
     derived_defaults(raw)
     user_file = source is not None and resolve_config_path(source).parent != CONFIG_DIR
     given = [*(file_layer if user_file else {}), *flags]
@@ -115,19 +120,21 @@ def derived_defaults(raw: dict[str, Any]) -> None:
 
 
 def apply_layer(raw: dict[str, Any], layer: dict[str, Any], notes: list[str] | None = None,
-                where: str = "a layer") -> dict[str, Any]:
-    """``raw`` with ``layer``'s dotted assignments laid on it (a copy): naming another task than ``raw``'s starts
-    ``task.params`` from ``{}``, naming another estimator starts ``estimator_params`` from ``{}`` (the keys dropped
-    appended to ``notes`` as one line, ``where`` saying which layer); each other key is set."""
+                where: str = "a layer", written: frozenset[str] = frozenset(), restates: bool = False) -> dict[str, Any]:
+    """``raw`` with ``layer``'s dotted assignments laid on it (a copy): naming the task starts ``task.params`` from
+    ``{}`` and naming the estimator starts ``estimator_params`` from ``{}``, unless it names the same one as ``raw``
+    and ``restates`` (the command line) or the user's file or flags (``written``) named it already (the dropped keys
+    among ``written``, those the user's file or flags gave, appended to ``notes`` as one line, ``where`` saying which
+    layer; a default's parameters are dropped without a word); each other key is set."""
     out = copy.deepcopy(raw)
     section = out.get("task") if isinstance(out.get("task"), dict) else {}
-    if "task.name" in layer and layer["task.name"] != section.get("name"):
+    if "task.name" in layer and (layer["task.name"] != section.get("name") or not (restates or "task.name" in written)):
         _dropped(notes, "task.params", section.get("params"), layer, f"task {layer['task.name']!r}",
-                 f"task {section.get('name')!r}", where)
+                 f"task {section.get('name')!r}", where, written)
         out["task"] = {**section, "params": {}}
-    if "estimator" in layer and layer["estimator"] != out.get("estimator"):
+    if "estimator" in layer and (layer["estimator"] != out.get("estimator") or not (restates or "estimator" in written)):
         _dropped(notes, "estimator_params", out.get("estimator_params"), layer, f"estimator {layer['estimator']!r}",
-                 f"estimator {out.get('estimator')!r}", where)
+                 f"estimator {out.get('estimator')!r}", where, written)
         out["estimator_params"] = {}
     for key, value in layer.items():
         set_dotted(out, key, copy.deepcopy(value))
@@ -135,11 +142,13 @@ def apply_layer(raw: dict[str, Any], layer: dict[str, Any], notes: list[str] | N
 
 
 def _dropped(notes: list[str] | None, section: str, params: Any, layer: dict[str, Any], new: str, old: str,
-             where: str) -> None:
-    """Note the parameters of ``section`` a layer naming ``new`` drops (those it does not give again itself)."""
+             where: str, written: frozenset[str]) -> None:
+    """Note the parameters of ``section`` that the user wrote and a layer naming ``new`` drops (those it does not
+    give again itself)."""
     if notes is None or not isinstance(params, dict):
         return
-    keys = sorted(key for key in params if f"{section}.{key}" not in layer)
+    keys = sorted(key for key in params if f"{section}.{key}" not in layer
+                  and (f"{section}.{key}" in written or section in written))
     if keys:
         notes.append(f"{section}: {where} names {new}, not {old}, so the parameters written for {old} are dropped "
                      f"({', '.join(keys)}); give them again under {section} if {new} takes them")
