@@ -13,7 +13,7 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 from typer.testing import CliRunner  # noqa: E402
 
 from grae.train.config import ConfigError, load_config  # noqa: E402
-from grae.train.threads import choose_threads, machine_cores  # noqa: E402
+from grae.train.threads import choose_threads  # noqa: E402
 
 
 def _app():
@@ -97,15 +97,18 @@ def test_restating_the_files_task_or_estimator_keeps_its_parameters(tmp_path):
 
 
 def test_another_task_or_estimator_starts_from_nothing_with_a_note_naming_the_keys_dropped(tmp_path):
-    path = _file(tmp_path, "chain_sum", {"min_terms": 3, "max_terms": 3}, "agrae", {"alpha": 0.5})
+    path = _file(tmp_path, "chain_sum", {"min_terms": 3, "max_terms": 3, "prompt_style": "chat"}, "agrae",
+                 {"alpha": 0.5})
     cfg = load_config(path, {"task.name": "gcd", "estimator": "grpo"})
     assert cfg.task.params == {} and cfg.estimator_params == {}
     task_note = next(note for note in cfg.notes if note.startswith("task.params:"))
-    assert "'gcd'" in task_note and "'chain_sum'" in task_note and "max_terms, min_terms" in task_note
+    assert "'gcd'" in task_note and "'chain_sum'" in task_note and "(max_terms, min_terms, prompt_style)" in task_note
     estimator_note = next(note for note in cfg.notes if note.startswith("estimator_params:"))
     assert "'grpo'" in estimator_note and "'agrae'" in estimator_note and "(alpha)" in estimator_note
-    kept = load_config(path, {"task.name": "gcd", "task.params.min_terms": 2})  # given again: not dropped
-    assert not any(note.startswith("task.params:") and "min_terms" in note for note in kept.notes)
+    kept = load_config(path, {"task.name": "gcd", "task.params.prompt_style": "chat"})  # given again: not dropped
+    assert kept.task.params == {"prompt_style": "chat"}
+    assert any("(max_terms, min_terms)" in note for note in kept.notes), kept.notes
+    assert load_config(None, {"task.name": "gcd"}).notes == ()  # the embedded default's parameters: no word
 
 
 @pytest.mark.parametrize("rewards", [["task", "task"], "task,task", ["task", "format", "task"]])
@@ -116,12 +119,15 @@ def test_a_reward_listed_twice_is_refused(rewards):
 
 @pytest.mark.parametrize("value", [2, -0.1, 1.5, float("nan")])
 def test_a_share_outside_zero_one_is_refused(value):
-    with pytest.raises(ConfigError, match=r"sampling.success_threshold: a share of the reward in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"^sampling.success_threshold: (a share of the reward in \[0, 1\]|must be "
+                                          r"a finite number)"):
         load_config(None, {"sampling.success_threshold": value})
     assert load_config(None, {"sampling.success_threshold": 1}).sampling.success_threshold == 1
 
 
 def test_more_threads_than_cores_are_capped_with_a_note():
+    from grae.train.threads import machine_cores
+
     cores = machine_cores()
     threads, why = choose_threads(100_000, cuda=False, environ={})
     assert threads == cores and why == f"--threads 100000 capped at this machine's {cores} core" + \
