@@ -1,6 +1,6 @@
-"""Extraction pays only the right answer (issue 54 §3): the adversarial table, each row with its expected score in
-its answer-extraction mode, checked against math-verify where it reads the same text; and the invariant that no mode
-scores 1 on a completion whose number differs from the gold."""
+"""Extraction pays only the right answer: the adversarial table, each row with its expected score in its
+answer-extraction mode and math-verify's verdict on the same text (checked live); and the invariants that no mode
+scores 1 on a completion whose number differs from the gold, nor on a hedge or a list holding a wrong number."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from grae.data.answers import AnswerExtraction
+from grae.data.registry import get_task
 from grae.rewards.numbers import last_number, read_number
 
 T = 5.0
@@ -77,6 +78,108 @@ TABLE = [
     ("exact", "0.5", "1/2", 0.0, None),  # exact is text equality, by definition
 ]
 
+# One final answer (grae.rewards.numbers, grae.rewards.extract): hedges, lists, split digit groups, operators after a
+# number, a final-answer line followed by a different number and an unclosed box score 0; ``,`` and ``\,`` are the
+# thousands separators; numbers compare by exact value on every path. math-verify's verdict (last column) is on the
+# whole completion; where it is True and grae's score 0 it pays a hedge, a list or a near number that grae refuses.
+HEDGES = [
+    ('last_number', 'The answer is 4, or 5', '5', 0.0, False),
+    ('last_number', 'The answer is 4, or 5', '4', 0.0, True),
+    ('last_number', 'It is 5 or 6 or 7 or 8', '8', 0.0, True),
+    ('last_number', '#### 5 or 6', '6', 0.0, True),
+    ('marker', '#### 5 or 6', '6', 0.0, True),
+    ('last_number', '\\boxed{3, 5}', '5', 0.0, False),
+    ('boxed', '\\boxed{3, 5}', '5', 0.0, False),
+    ('last_number', '5, not 6', '6', 0.0, True),
+    ('last_number', '5 (not 6)', '6', 0.0, True),
+    ('last_number', 'x = 5, y = 7. The answer is x.', '7', 0.0, True),
+    ('last_number', '$5$ dollars and 50 cents', '50', 0.0, True),
+    ('last_number', '\\boxed{5', '5', 0.0, False),
+    ('marker', '#### 5. Note that 6 is wrong.', '6', 0.0, True),
+    ('boxed', '#### 5. Note that 6 is wrong.', '6', 0.0, True),
+    ('last_number', '#### 5. Note that 6 is wrong.', '6', 0.0, True),
+    ('last_number', 'The answer is 1 000', '0', 0.0, False),
+    ('last_number', 'The answer is 1\xa0000', '0', 0.0, False),
+    ('last_number', 'The answer is 1\u2009000', '0', 0.0, False),
+    ('last_number', "The answer is 1'000", '0', 0.0, False),
+    ('last_number', 'The answer is 1\\,000', '0', 0.0, False),
+    ('last_number', '5!', '5', 0.0, True),
+    ('last_number', '5²', '5', 0.0, True),
+    ('last_number', '-(-5)', '-5', 0.0, False),
+    ('last_number', '104²', '104', 0.0, True),
+    ('last_number', '5½', '5', 0.0, True),
+    ('last_number', '10\u200b5', '5', 0.0, False),
+    ('last_number', '0x10', '0', 0.0, True),
+    ('boxed', '\\boxed{0.30000000000000004}', '0.3', 0.0, True),
+    ('last_number', '0.30000000000000004', '0.3', 0.0, True),
+    ('boxed', '\\boxed{3.1415926}', '3.14159265', 0.0, True),
+    ('boxed', '\\boxed{5.0000001}', '5', 0.0, False),
+    ('last_number', '1\\,000', '1000', 1.0, False),
+    ('marker', '#### 1\\,000', '1000', 1.0, False),
+    ('last_number', '1.5×10³', '1500', 1.0, False),
+    ('boxed', 'The answer is 5,', '5', 1.0, True),
+    ('marker', '#### 5,', '5', 1.0, True),
+]
+MORE = [
+    ('last_number', 'The answer is 5 or so', '5', 0.0, True),
+    ('last_number', 'either 3 or 5', '5', 0.0, True),
+    ('last_number', '5 vs 6', '6', 0.0, True),
+    ('last_number', 'It is not 6', '6', 0.0, True),
+    ('last_number', '3 and 5', '5', 0.0, True),
+    ('last_number', '3; 5', '5', 0.0, True),
+    ('last_number', '\\frac{1}{2}, 3', '3', 0.0, True),
+    ('last_number', '-3, -5', '-5', 0.0, True),
+    ('last_number', 'So 12 or more', '12', 0.0, True),
+    ('last_number', 'The answer is 12. Check: 7 + 5 = 12.', '12', 1.0, True),
+    ('last_number', 'The answer is 12.\nBut 13 also works', '13', 0.0, False),
+    ('last_number', '\\boxed{12}. Hmm, 13', '13', 0.0, False),
+    ('last_number', '\\boxed{12} (as 7 + 5 = 12)', '12', 1.0, True),
+    ('last_number', '<answer>7</answer> then 8', '8', 0.0, True),
+    ('last_number', 'I think the answer is bigger. 7 + 5 = 12\n12', '12', 1.0, True),
+    ('last_number', 'The answer is x.', '0', 0.0, False),
+    ('last_number', '1,000', '1000', 1.0, True),
+    ('last_number', '12,345,678', '12345678', 1.0, True),
+    ('last_number', '1234,567', '567', 0.0, False),
+    ('last_number', '1,000 000', '0', 0.0, False),
+    ('last_number', '1\\;000', '0', 0.0, False),
+    ('last_number', '1~000', '0', 0.0, False),
+    ('last_number', '10³', '1000', 1.0, False),
+    ('last_number', '2×10³', '2000', 1.0, False),
+    ('last_number', '5²', '25', 1.0, False),
+    ('last_number', '3\u2060000', '0', 0.0, False),
+    ('last_number', '0b101', '101', 0.0, False),
+    ('last_number', '5x3', '3', 0.0, False),
+    ('last_number', '5¾', '5', 0.0, True),
+    ('last_number', 'x = 2(5)', '5', 0.0, False),
+    ('last_number', '= -(3)', '-3', 0.0, False),
+    ('last_number', 'The answer is (5)', '5', 1.0, False),
+    ('last_number', 'In 2023, 5 came', '5', 0.0, True),
+    ('boxed', '\\boxed{5 \\text{ or } 6}', '6', 0.0, False),
+    ('boxed', '\\boxed{\\text{not } 6}', '6', 0.0, False),
+    ('boxed', '\\boxed{5}. Note that 6 is wrong.', '6', 0.0, False),
+    ('boxed', '\\boxed{5}. Note that 6 is wrong.', '5', 0.0, True),
+    ('boxed', '\\boxed{12}. Check: 7 + 5 = 12.', '12', 1.0, True),
+    ('boxed', '\\boxed{\\sqrt{2}} \\approx 1.414', '\\sqrt{2}', 1.0, True),
+    ('boxed', '\\boxed{\\sqrt{2}}', '1.41421356', 0.0, True),
+    ('boxed', '\\boxed{\\frac{\\sqrt{8}}{2}}', '\\sqrt{2}', 1.0, True),
+    ('boxed', '\\boxed{0.3333333}', '\\frac{1}{3}', 0.0, True),
+    ('boxed', '\\boxed{1\xa0000}', '1000', 0.0, False),
+    ('boxed', "\\boxed{1'000}", '1000', 0.0, True),
+    ('boxed', '\\boxed{1\\;000}', '1000', 0.0, False),
+    ('boxed', '\\boxed{1.5×10³}', '1500', 1.0, False),
+    ('boxed', 'The answer is 5 or 6.', '5', 0.0, True),
+    ('boxed', '\\boxed{5', '5', 0.0, False),
+    ('boxed', '\\boxed{5,}', '5', 0.0, False),
+    ('boxed', '\\boxed{2, 3}', '2, 3', 1.0, True),
+    ('marker', '#### 5\n#### 6', '6', 1.0, True),
+    ('marker', '#### 5 (not 6)', '5', 0.0, False),
+    ('marker', '####\n5 or 6', '6', 0.0, True),
+    ('marker', '#### 12. Since 7 + 5 = 12.', '12', 1.0, True),
+    ('marker', '#### 12 apples', '12', 1.0, True),
+    ('marker', '#### 5, 6', '6', 0.0, True),
+    ('marker', "#### 1'000", '1000', 0.0, False),
+]
+
 
 def _math_verify(completion: str, gold: str) -> bool:
     from math_verify import parse, verify
@@ -86,8 +189,8 @@ def _math_verify(completion: str, gold: str) -> bool:
                        timeout_seconds=None))
 
 
-@pytest.mark.parametrize(("mode", "completion", "gold", "score", "mv"), TABLE,
-                         ids=[f"{m}:{c}:{g}" for m, c, g, _, _ in TABLE])
+@pytest.mark.parametrize(("mode", "completion", "gold", "score", "mv"), TABLE + HEDGES + MORE,
+                         ids=[f"{m}:{c}:{g}" for m, c, g, _, _ in TABLE + HEDGES + MORE])
 def test_the_adversarial_table_scores_as_expected(mode, completion, gold, score, mv):
     extraction = AnswerExtraction.of(mode, None)
     assert extraction.score(completion, gold, T) == score
@@ -146,3 +249,48 @@ def test_no_mode_scores_a_completion_whose_number_differs_from_the_gold(mode, go
     right = _state(mode, prefix, _written(other, 0), _written(gold, form), suffix)
     assert extraction.score(wrong, gold_text, T) == 0.0
     assert extraction.score(right, gold_text, T) == 1.0
+
+
+def test_the_plain_reader_refuses_a_hedge_or_a_list_after_its_number():
+    task = get_task("chain_sum")
+    assert task.plain_answer == "first_token"
+    for completion in (" 104 or 105", " 104\n105", " 104, 105", " 104 (not 105)", " 104 105"):
+        assert task.parse_answer(completion) is None, completion
+    assert task.parse_answer(" 104") == "104"
+    assert task.parse_answer(" 104, because 100 + 4") == "104"
+    assert task.parse_answer(" -12.") == "-12"
+
+
+def test_the_table_holds_forty_cases_beyond_the_issues():
+    assert len(MORE) >= 40
+    assert len({(m, c, g) for m, c, g, _, _ in TABLE + HEDGES + MORE}) == len(TABLE + HEDGES + MORE)
+
+
+HEDGE_FORMS = ["{o} or {g}", "{g} or {o}", "{o}, or {g}", "either {o} or {g}", "{o}, not {g}", "{g}, not {o}",
+               "{o} (not {g})", "{o} vs {g}", "{o}, {g}", "{g}, {o}", "{o}; {g}", "{o} and {g}", "{g} or {o} or {g}"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(mode=st.sampled_from(["boxed", "last_number", "marker"]), gold=NUMBERS, other=NUMBERS, form=FORMS,
+       hedge=st.sampled_from(HEDGE_FORMS), prefix=PREFIX, lead=st.sampled_from(["", "The answer is ", "So "]))
+def test_no_mode_scores_a_hedge_or_a_list_that_holds_a_wrong_number(mode, gold, other, form, hedge, prefix, lead):
+    assume(gold != other)
+    extraction = AnswerExtraction.of(mode, None)
+    gold_text = _written(gold, 0)
+    answer = hedge.format(o=_written(other, form), g=_written(gold, form))
+    completion = {"boxed": f"{prefix} {lead}\\boxed{{{answer}}}", "marker": f"{prefix}\n#### {answer}",
+                  "last_number": f"{prefix} {lead}{answer}"}[mode]
+    assert extraction.score(completion, gold_text, T) == 0.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(mode=st.sampled_from(["boxed", "last_number", "marker"]), gold=NUMBERS, other=NUMBERS,
+       after=st.sampled_from([". Note that {o} is wrong.", ". But {o} also works.", "\n{o}", ". Or {o}."]))
+def test_a_final_answer_followed_by_another_number_never_scores(mode, gold, other, after):
+    assume(gold != other)
+    extraction = AnswerExtraction.of(mode, None)
+    gold_text, other_text = _written(gold, 0), _written(other, 0)
+    statement = {"boxed": f"\\boxed{{{gold_text}}}", "marker": f"#### {gold_text}",
+                 "last_number": f"The answer is {gold_text}"}[mode]
+    assert extraction.score(statement + after.format(o=other_text), gold_text, T) == 0.0
+    assert extraction.score(statement + f". Check: {other_text} + 0 = {gold_text}.", gold_text, T) == 1.0

@@ -95,9 +95,11 @@ def test_fast_path_avoids_sympy_and_slow_path_is_used_otherwise():
     assert (s["slow_path"], s["cache_hits"]) == (1, 1)
 
 
-def test_near_numbers_defer_to_math_verify_rounding():
-    # 0.3333333 vs 1/3 differ exactly but math_verify rounds floats to 6 decimals
-    assert R.verify_math("\\boxed{0.3333333}", "\\frac{1}{3}", timeout=T) == 1.0
+def test_near_numbers_are_different_numbers_on_both_paths():
+    # exact equality: math_verify alone rounds floats to 6 decimals and would call each of these pairs equal
+    assert R.verify_math("\\boxed{0.3333333}", "\\frac{1}{3}", timeout=T) == 0.0  # fast path
+    assert R.verify_math("\\boxed{1.4142136}", "\\sqrt{2}", timeout=T) == 0.0  # math-verify's path
+    assert R.verify_math("\\boxed{2\\cdot 0.5}", "1", timeout=T) == 1.0  # a decimal inside an expression, exact
 
 
 # --- hostile inputs ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
     from grae.yaml_io import DuplicateKeyError, load_yaml
 
     config, overrides, i = None, {}, 0
+    spelled: dict[str, str] = {}  # the key as grae reads it → the flag that gave it
     while i < len(extra):
         token = extra[i]
         if not token.startswith("--"):
@@ -47,6 +48,7 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
         else:
             value = "true"
             i += 1
+        refuse_given_twice(spelled, key, f"--{token[2:]}" if "=" not in token else token.split("=", 1)[0])
         try:
             parsed = load_yaml(value)
             # "Answer:" is a string on a command line, not YAML's {"Answer": None}; a mapping is written {a: 1}
@@ -56,6 +58,24 @@ def split_args(extra: list[str]) -> tuple[str | None, dict]:
         except yaml.YAMLError:
             overrides[key] = value  # not a YAML scalar: the plain string, checked against the key's type
     return config, overrides
+
+
+def refuse_given_twice(spelled: dict[str, str], key: str, flag: str) -> None:
+    """Record that ``flag`` gives ``key``; ``typer.BadParameter`` naming both flags when another one gave the same key
+    in any spelling (``--seed`` twice, ``--max-steps`` and ``--max_steps``): the later one would win silently."""
+    head, dot, rest = key.partition(".")
+    name = head.replace("-", "_") + dot + rest
+    if name in spelled:
+        raise typer.BadParameter(f"{name}: given twice on the command line, as {spelled[name]} and as {flag}; "
+                                 "keep one of them")
+    spelled[name] = flag
+
+
+def _once(flag: str, values: list | None):
+    """The one value of a repeatable typer option, None when absent; ``typer.BadParameter`` when given twice."""
+    if values and len(values) > 1:
+        raise typer.BadParameter(f"{flag}: given twice on the command line ({', '.join(map(str, values))}); keep one")
+    return values[0] if values else None
 
 
 def _scalar(value):
@@ -293,15 +313,15 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         _help: bool = typer.Option(False, "--help", "-h", is_eager=True, callback=_print_help, expose_value=False,
                                    help="Show this message and every config key (generated from the schema), and exit."),
-        estimator: str | None = typer.Option(None, help="Advantage estimator (grae estimators lists them)."),
-        max_steps: int | None = typer.Option(None, "--max-steps", help="Training steps."),
-        seed: int | None = typer.Option(None, help="Random seed."),
-        output_dir: str | None = typer.Option(None, "--output-dir", help="Run directory."),
+        estimator: list[str] | None = typer.Option(None, help="Advantage estimator (grae estimators lists them)."),
+        max_steps: list[int] | None = typer.Option(None, "--max-steps", help="Training steps."),
+        seed: list[int] | None = typer.Option(None, help="Random seed."),
+        output_dir: list[str] | None = typer.Option(None, "--output-dir", help="Run directory."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in the run directory from its newest complete "
                                     "checkpoint (only max_steps and eval settings may change; a longer run re-evaluates)."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that holds another run and start anew."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the rich progress bar."),
-        threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads [default: OMP_NUM_THREADS "
+        threads: list[int] | None = typer.Option(None, "--threads", min=1, help="torch threads [default: OMP_NUM_THREADS "
                                            "when set, else 1 on a CPU (fastest beside any other busy process; "
                                            "docs/tiny.md) and torch's own on a GPU]."),
         debug: bool = typer.Option(False, "--debug", help="On a failure of your own code (a reward function), "
@@ -328,9 +348,16 @@ def register(app: typer.Typer) -> None:
         main_rank = os.environ.get("RANK", "0") == "0"
         console = make_console(emoji=False, quiet=not main_rank)
         config, overrides = split_args(list(ctx.args))
-        for key, value in [("estimator", estimator), ("max_steps", max_steps), ("seed", seed), ("output_dir", output_dir)]:
-            if value is not None:
-                overrides[key] = value
+        given = {"estimator": estimator, "max_steps": max_steps, "seed": seed, "output_dir": output_dir}
+        for key, values in given.items():
+            flag = "--" + key.replace("_", "-") if key in ("max_steps", "output_dir") else "--" + key
+            if values:
+                _once(flag, values)
+                if key in overrides:
+                    raise typer.BadParameter(f"{key}: given twice on the command line, as {flag} and as --{key}; "
+                                             "keep one of them")
+                overrides[key] = values[0]
+        threads = _once("--threads", threads)
         try:
             cfg = load_config(config, overrides)
         except ConfigError as err:

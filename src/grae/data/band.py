@@ -91,7 +91,14 @@ def read_band(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     file = Path(path)
     if not file.is_file():
         raise BandFileError(f"task.train_subset: {str(path)!r} is not a file; write one with grae data band")
-    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise BandFileError(f"task.train_subset: {path}: not UTF-8 text (byte {err.start}: {err.reason}); a band file is "
+                            "the JSON lines grae data band writes") from None
+    except OSError as err:
+        raise BandFileError(f"task.train_subset: {path}: cannot read ({err.strerror or err})") from None
+    lines = [line for line in text.splitlines() if line.strip()]
     try:
         first = json.loads(lines[0]) if lines else None
         rows = [json.loads(line) for line in lines[1:]]

@@ -1,4 +1,10 @@
-"""Subprocess worker behind :func:`grae.rewards.verify_math` (run as a script, never imported).
+"""Subprocess worker behind :func:`grae.rewards.verify_math` (run as a script; :func:`check` is also what
+:func:`grae.rewards.verify_math` runs in its own process when it is given no timeout).
+
+Comparison: math-verify parses both sides; every decimal in them is replaced by the rational it writes
+(``Float('1.41421356')`` → ``141421356/10**8``) before ``math_verify.verify``, so that math-verify's float rounding
+(6 decimals) never makes two different numbers equal: the tolerance is exact equality on this path as on the
+fast path of :mod:`grae.rewards.verify` (``\\sqrt{2}`` is not 1.41421356; ``\\frac{\\sqrt{8}}{2}`` is ``\\sqrt{2}``).
 
 Protocol (one JSON object per line, ASCII only):
 
@@ -58,12 +64,27 @@ def _limit_memory(megabytes: int) -> None:
         pass
 
 
-def _check(parse, verify, pred: str, gold: str) -> bool:
+def _exact_decimals(parsed: list) -> list:
+    """math-verify's parse with each sympy ``Float`` replaced by the rational its decimal digits write."""
+    from sympy import Basic, Float, Rational
+
+    out = []
+    for item in parsed:
+        if isinstance(item, Basic):
+            floats = item.atoms(Float)
+            if floats:
+                item = item.xreplace({f: Rational(str(f)) for f in floats})
+        out.append(item)
+    return out
+
+
+def check(parse, verify, pred: str, gold: str) -> bool:
+    """Whether ``pred`` equals ``gold`` by math-verify with exact decimals (the module docstring)."""
     gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=None)
     pred_parsed = parse("\\boxed{" + pred + "}", parsing_timeout=None)
     if not gold_parsed or not pred_parsed:
         return False
-    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
+    return bool(verify(_exact_decimals(gold_parsed), _exact_decimals(pred_parsed), timeout_seconds=None))
 
 
 def main() -> None:
@@ -77,7 +98,7 @@ def main() -> None:
     logging.disable(logging.CRITICAL)  # math_verify logs a warning whenever its timeout is disabled
     from math_verify import parse, verify
 
-    _check(parse, verify, "\\frac{1}{2}", "0.5")  # load the ANTLR grammar before announcing readiness
+    check(parse, verify, "\\frac{1}{2}", "0.5")  # load the ANTLR grammar before announcing readiness
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     stdout.write(b'{"ready": true}\n')
@@ -89,7 +110,7 @@ def main() -> None:
                 req = json.loads(line)
                 req_id = req.get("id")
                 signal.setitimer(signal.ITIMER_REAL, max(float(req.get("soft_timeout", 0.0)), 0.0))
-                result = _check(parse, verify, req["pred"], req["gold"])
+                result = check(parse, verify, req["pred"], req["gold"])
                 resp = {"id": req_id, "status": "ok", "result": result}
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)

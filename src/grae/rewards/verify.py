@@ -7,10 +7,12 @@ Pipeline (each stage documented in docs/tasks.md, "Hostile-input policy"):
 2. extract the final answer (:func:`grae.rewards.extract.extract_math_answer`: last ``\\boxed{}``, else
    ``<answer>`` tag, else a final-answer line); none -> 0.0; longer than :data:`MAX_ANSWER_CHARS` -> 0.0;
 3. **fast path** (no sympy, microseconds): identical after whitespace/``\\left``/``\\dfrac``
-   normalisation -> 1.0; both plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``, ``\\frac12``)
-   -> exact rational comparison, 1.0 if equal, 0.0 if clearly different (numbers within a relative
-   1e-4 of each other go on to math_verify, whose float rounding is more lenient);
-4. **slow path**: ``math_verify.parse`` + ``math_verify.verify`` (with math_verify's own
+   normalisation -> 1.0; both plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``, ``\\frac12``: the
+   grammar of :mod:`grae.rewards.numbers`) -> exact rational comparison, 1.0 if equal, else 0.0, however near
+   (``0.30000000000000004`` is not 0.3): the tolerance is exact equality, and math-verify is never asked about two
+   numbers;
+4. **slow path**: ``math_verify.parse`` + ``math_verify.verify`` (decimals replaced by the rationals they write, so
+   that math-verify's 6-decimal float rounding never applies: :mod:`grae.rewards._math_worker`; with math_verify's own
    ``signal``-based timeouts disabled) in a persistent worker process with a hard deadline of
    ``timeout`` seconds (:mod:`grae.rewards._pool`); on timeout 0.0 and ``stats()["timeouts"] += 1``.
    Definite results are cached per ``(answer, gold)``, and so are time-outs (with the time allowed):
@@ -80,9 +82,11 @@ def clear_cache() -> None:
 _SPACING_RE = re.compile(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[!,;: ]|\\displaystyle(?![A-Za-z])|~")
 _MACRO_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
 _WS_RE = re.compile(r"\s+")
-#: two digit runs apart only by spaces (``4 2``; LaTeX thin spaces between thousands, ``1\\,000``, aside)
-_SPLIT_DIGITS_RE = re.compile(r"\d\s+\d")
-_THIN_SPACE_THOUSANDS_RE = re.compile(r"(?<=\d)\\[,;:! ](?=\d{3})")
+#: two digit runs apart by what is not a thousands separator: spaces of any width (``4 2``, ``1\u00a0000``), an
+#: apostrophe, zero-width characters, LaTeX spacing (its thin space between groups of three, ``1\\,000``, aside:
+#: :data:`grae.rewards.numbers.THOUSANDS_SEPARATORS`)
+_SPLIT_DIGITS_RE = re.compile(r"\d(?:\s|['\u2019\u200b\u200c\u200d\u2060\ufeff~]|\\[,;:! ])+\d")
+_THIN_SPACE_THOUSANDS_RE = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 
 
 def normalize_latex(s: str) -> str:
@@ -121,7 +125,8 @@ def canonical_answer(answer: str | None) -> str | None:
 
 def fast_compare(pred: str, gold: str) -> bool | None:
     """``True``/``False`` when decidable without sympy, ``None`` to defer to math_verify. An answer whose digits are
-    apart only by spaces (``4 2``) is two numbers, never one: False (math-verify reads it as a product)."""
+    split by what is not a thousands separator (``4 2``, ``1'000``) is two numbers, never one: False (math-verify
+    reads ``4 2`` as a product). Two numbers are decided here by their exact values, however near."""
     if _SPLIT_DIGITS_RE.search(_THIN_SPACE_THOUSANDS_RE.sub("", pred)):
         return False
     a, b = normalize_latex(pred), normalize_latex(gold)
@@ -130,12 +135,7 @@ def fast_compare(pred: str, gold: str) -> bool | None:
     x, y = parse_number(a), parse_number(b)
     if x is None or y is None:
         return None
-    if x == y:
-        return True
-    scale = max(abs(x), abs(y), Fraction(1))
-    if abs(x - y) <= scale * Fraction(1, 10_000):
-        return None  # close: let math_verify apply its float rounding
-    return False
+    return x == y
 
 
 # --- gold answers ----------------------------------------------------------------------------------
@@ -168,16 +168,16 @@ def gold_answer(gold: Any) -> str:
 
 
 def _verify_in_process(pred: str, gold: str) -> bool | None:
-    """math_verify in this process without any timeout (``timeout=None`` or non-POSIX)."""
+    """math_verify in this process without any timeout (``timeout=None`` or non-POSIX), as the worker runs it."""
     import logging
 
     from math_verify import parse, verify
 
+    from grae.rewards._math_worker import check
+
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     try:
-        g = parse("\\boxed{" + gold + "}", parsing_timeout=None)
-        p = parse("\\boxed{" + pred + "}", parsing_timeout=None)
-        return bool(g and p and verify(g, p, timeout_seconds=None))
+        return check(parse, verify, pred, gold)
     except Exception:  # noqa: BLE001
         return None
 

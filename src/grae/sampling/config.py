@@ -78,6 +78,9 @@ class SamplingConfig:
             raise ValueError(f"sampling.selection: {self.selection!r}; one of {', '.join(SELECTIONS)}")
         if self.max_gen_batches < 1:
             raise ValueError(f"sampling.max_gen_batches: must be >= 1, got {self.max_gen_batches}")
+        if not 0 <= self.success_threshold <= 1:
+            raise ValueError(f"sampling.success_threshold: a share of the reward in [0, 1] (a reward >= it is a success), "
+                             f"got {self.success_threshold}")
         if self.prior_alpha <= 0 or self.prior_beta <= 0:
             raise ValueError(f"sampling.prior_alpha/prior_beta: must be > 0, got {self.prior_alpha}, {self.prior_beta}")
         if not 0 < self.decay <= 1:

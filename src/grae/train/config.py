@@ -185,7 +185,8 @@ class TrainConfig:
 def load_config(source: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Resolve a run's configuration (:mod:`grae.train.resolve`: model defaults → preset recipe → file ``source``
     (a path, or a name in ``grae/configs/``) → dotted ``overrides`` → validation) and return it, validated.
-    A layer that names the estimator (the task) starts its parameters from its defaults."""
+    A layer that names another estimator (task) than the layers below starts its parameters from its defaults, with
+    a note naming the keys dropped (``cfg.notes``)."""
     from grae.train.output_dir import default_output_dir
 
     resolution = resolve(source, overrides, frozenset(f.name for f in dataclasses.fields(TrainConfig)))
@@ -197,6 +198,7 @@ def load_config(source: str | Path | None = None, overrides: dict[str, Any] | No
     cfg = from_dict(TrainConfig, resolution.raw, "")
     cfg.explicit_keys = resolution.explicit
     cfg.layers = tuple(f"{name} ({where})" for name, where, _ in resolution.layers)
+    cfg.notes = resolution.notes
     validate(cfg)
     return cfg
 
@@ -452,6 +454,10 @@ def resolve_rewards(cfg: TrainConfig, task: Any = None) -> list:
     if not specs:
         raise ConfigError('reward_funcs: empty; list "task" (the task\'s verifier), TRL\'s accuracy_reward, or '
                           "module:function paths")
+    twice = sorted({str(spec) for spec in specs if specs.count(spec) > 1})
+    if twice:
+        raise ConfigError(f"reward_funcs: {', '.join(map(repr, twice))} listed twice ({specs}); each reward is counted "
+                          "once per sample: list it once, and weigh it with trl.reward_weights")
     try:
         return [(task.reward_fn() if task is not None else None) if spec == "task" else resolve_reward(spec)
                 for spec in specs]

@@ -24,7 +24,11 @@ or flat. The layers are then laid one on another by :func:`apply_layer`, whateve
 
 A layer replaces each key it gives; mappings merge key by key (an empty mapping ``{}`` clears one). A layer that
 names the task (``task.name``) starts ``task.params`` from ``{}``, and one that names the estimator starts
-``estimator_params`` from ``{}``: parameters written for another task or estimator never carry over.
+``estimator_params`` from ``{}``: parameters written for another task or estimator never carry over (a default's
+or a preset's, silently; the user's own, with a note naming the keys dropped: :attr:`Resolution.notes`). The command
+line restating the task or estimator the layers below name (``--task.name gcd`` over a file that trains gcd, or over
+the embedded default's chain_sum) keeps its parameters; a CONFIG file naming the task starts them anew over the
+defaults (a file is a whole recipe).
 :func:`resolved_lines` prints every resolved key (``grae train --dry-run``), so two runs can be diffed.
 """
 
@@ -54,6 +58,8 @@ class Resolution:
     raw: dict[str, Any]
     #: the dotted keys (and their parent sections) the user gave in a file of their own or on the command line
     explicit: frozenset[str]
+    #: one line per layer that named another task or estimator and so dropped parameters (which, from where)
+    notes: tuple[str, ...] = ()
 
 
 def resolve(source: str | Path | None, overrides: dict[str, Any] | None, grae_keys: frozenset[str]) -> Resolution:
@@ -79,13 +85,17 @@ def resolve(source: str | Path | None, overrides: dict[str, Any] | None, grae_ke
     if flags:
         layers.append(("flags", "command line", flags))
     raw: dict[str, Any] = {}
-    for _, _, layer in layers:
-        raw = apply_layer(raw, layer)
+    notes: list[str] = []
+    written: set[str] = set()  # the keys a CONFIG file or the flags gave so far: only their dropping is noted
+    for name, where_from, layer in layers:
+        raw = apply_layer(raw, layer, notes, f"the {name} ({where_from})", frozenset(written), name == "flags")
+        if name in ("file", "flags"):
+            written.update(layer)
     derived_defaults(raw)
     user_file = source is not None and resolve_config_path(source).parent != CONFIG_DIR
     given = [*(file_layer if user_file else {}), *flags]
     explicit = frozenset(prefix for key in given for prefix in _prefixes(key))
-    return Resolution(layers, raw, explicit)
+    return Resolution(layers, raw, explicit, tuple(notes))
 
 
 def model_defaults(model: Any, grae_keys: frozenset[str]) -> dict[str, Any]:
@@ -109,18 +119,39 @@ def derived_defaults(raw: dict[str, Any]) -> None:
     heldout["max_tokens"] = budget if budget is not None else trl_fields()["max_completion_length"].default
 
 
-def apply_layer(raw: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
-    """``raw`` with ``layer``'s dotted assignments laid on it (a copy): naming the task starts ``task.params``
-    from ``{}``, naming the estimator starts ``estimator_params`` from ``{}``; each other key is set."""
+def apply_layer(raw: dict[str, Any], layer: dict[str, Any], notes: list[str] | None = None,
+                where: str = "a layer", written: frozenset[str] = frozenset(), restates: bool = False) -> dict[str, Any]:
+    """``raw`` with ``layer``'s dotted assignments laid on it (a copy): naming the task starts ``task.params`` from
+    ``{}`` and naming the estimator starts ``estimator_params`` from ``{}``, unless it names the same one as ``raw``
+    and ``restates`` (the command line) or the user's file or flags (``written``) named it already (the dropped keys
+    among ``written``, those the user's file or flags gave, appended to ``notes`` as one line, ``where`` saying which
+    layer; a default's parameters are dropped without a word); each other key is set."""
     out = copy.deepcopy(raw)
-    if "task.name" in layer:
-        section = out.get("task")
-        out["task"] = {**(section if isinstance(section, dict) else {}), "params": {}}
-    if "estimator" in layer:
+    section = out.get("task") if isinstance(out.get("task"), dict) else {}
+    if "task.name" in layer and (layer["task.name"] != section.get("name") or not (restates or "task.name" in written)):
+        _dropped(notes, "task.params", section.get("params"), layer, f"task {layer['task.name']!r}",
+                 f"task {section.get('name')!r}", where, written)
+        out["task"] = {**section, "params": {}}
+    if "estimator" in layer and (layer["estimator"] != out.get("estimator") or not (restates or "estimator" in written)):
+        _dropped(notes, "estimator_params", out.get("estimator_params"), layer, f"estimator {layer['estimator']!r}",
+                 f"estimator {out.get('estimator')!r}", where, written)
         out["estimator_params"] = {}
     for key, value in layer.items():
         set_dotted(out, key, copy.deepcopy(value))
     return out
+
+
+def _dropped(notes: list[str] | None, section: str, params: Any, layer: dict[str, Any], new: str, old: str,
+             where: str, written: frozenset[str]) -> None:
+    """Note the parameters of ``section`` that the user wrote and a layer naming ``new`` drops (those it does not
+    give again itself)."""
+    if notes is None or not isinstance(params, dict):
+        return
+    keys = sorted(key for key in params if f"{section}.{key}" not in layer
+                  and (f"{section}.{key}" in written or section in written))
+    if keys:
+        notes.append(f"{section}: {where} names {new}, not {old}, so the parameters written for {old} are dropped "
+                     f"({', '.join(keys)}); give them again under {section} if {new} takes them")
 
 
 def set_dotted(raw: dict, key: str, value: Any) -> None:
@@ -144,6 +175,7 @@ def assignments(raw: dict[str, Any], where: str, grae_keys: frozenset[str]) -> d
     from grae.train.trl_recipe import RecipeError, recipe_assignments
 
     raw = dict(raw)
+    _refuse_keys_not_named(raw, "", where)
     given = list(raw)
     try:
         recipe = recipe_assignments(raw)
@@ -167,6 +199,18 @@ def assignments(raw: dict[str, Any], where: str, grae_keys: frozenset[str]) -> d
     if isinstance(out.get("reward_funcs"), str):  # trl grpo --reward_funcs a,b; one name is a list of one
         out["reward_funcs"] = [name.strip() for name in out["reward_funcs"].split(",") if name.strip()]
     return out
+
+
+def _refuse_keys_not_named(raw: dict[str, Any], section: str, where: str) -> None:
+    """Refuse a mapping key that is not a string (YAML's ``1: 2``, ``~: 3``, ``true: x``) anywhere in ``raw``: no
+    setting has such a name."""
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            under = f" under {section}" if section else ""
+            raise ConfigError(f"{section or 'config'}: the key {key!r}{under} ({where}) is not a name: every config key "
+                              f"is text; quote it ('{key}': …) if a name was meant, or remove it")
+        if isinstance(value, dict):
+            _refuse_keys_not_named(value, f"{section}.{key}" if section else key, where)
 
 
 def _leaves(key: str, value: Any) -> dict[str, Any]:

@@ -23,13 +23,30 @@ def choose_threads(requested: int | None, *, cuda: bool, environ: Mapping[str, s
     """(threads to set, where the number comes from); None threads: leave torch's default (a GPU run)."""
     environ = os.environ if environ is None else environ
     if requested is not None:
-        return requested, "--threads"
+        return _capped(requested, "--threads")
     given = environ.get("OMP_NUM_THREADS", "").strip()
     if given.isdigit() and int(given) > 0:
-        return int(given), "OMP_NUM_THREADS"
+        return _capped(int(given), "OMP_NUM_THREADS")
     if cuda:
         return None, "torch's default on a GPU"
     return DEFAULT_CPU_THREADS, "grae's CPU default; --threads N to change"
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform says it, else ``os.cpu_count()``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _capped(threads: int, source: str) -> tuple[int, str]:
+    """``threads`` from ``source``, capped at :func:`machine_cores` with the words that say so (more threads than
+    cores only wait for each other: module docstring)."""
+    cores = machine_cores()
+    if threads > cores:
+        return cores, f"{source} {threads} capped at this machine's {cores} core{'s' if cores != 1 else ''}"
+    return threads, source
 
 
 def apply_threads(requested: int | None, *, cuda: bool) -> str:
