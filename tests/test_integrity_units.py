@@ -260,6 +260,10 @@ def test_a_reward_without_any_reward_for_n_scored_batches_in_a_row_stops_trainin
         off.see(["b"], some[:, 1:])
     with pytest.raises(ValueError, match="missing_reward_steps"):
         MissingRewardWatch(-1, max_steps=2)
+    for bad in (-1, 2.5, True, "3"):  # the config knob: one line naming it
+        with pytest.raises(ConfigError, match=r"^missing_reward_steps: (must be an integer >= 0|expected int, got)"):
+            load_config(None, {"missing_reward_steps": bad})
+    assert load_config(None, {}).missing_reward_steps == 5 and load_config(None, {"missing_reward_steps": 0})
 
 
 def test_a_divergence_names_as_kept_only_a_checkpoint_whose_content_is_what_was_saved(tmp_path):

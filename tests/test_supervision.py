@@ -199,7 +199,7 @@ def test_a_closed_pipe_is_not_an_unfinished_run_and_never_writes_into_a_run_file
         data.close()
         {{end}}
     """
-    code, lines = _lines(_supervised(tmp_path, body.format(end="beacon.finished(0)\nsys.exit(0)")))
+    code, lines = _lines(_supervised(tmp_path, body.format(end="beacon.finished(0); sys.exit(0)")))
     assert code == 0 and len(lines) == 1 and lines[0].startswith(
         "note: user code closed grae train's supervision pipe while reward function 'closes_descriptors' ran; the "
         f"run's end (exit 0) was read from {run}"), lines

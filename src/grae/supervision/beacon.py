@@ -44,6 +44,8 @@ _fd: int | None = None
 _pipe: tuple[int, int] | None = None
 #: user code closed (or replaced) the pipe: nothing more is said on it
 _lost = False
+#: this process is ``grae train``'s own (:func:`adopt` ran): its end may end the process (:func:`_end_within`)
+_adopted = False
 #: (absolute run directory, run id) once the run claimed it; whether a complete checkpoint of it is on disk
 _run: tuple[str, str] | None = None
 _checkpointed = False
@@ -82,10 +84,11 @@ def raised_by_code(err: BaseException) -> bool:
 def adopt() -> bool:
     """In the training process: take the pipe from the environment (so no process it starts sees the variable or
     writes to a descriptor of that number); True when this process is supervised."""
-    global _fd
+    global _fd, _adopted
     value = os.environ.pop(ENV, None)
     if value is None:
         return False
+    _adopted = True
     if value.isdigit():
         global _pipe
         _fd = int(value)
@@ -223,12 +226,16 @@ def finished(code: int) -> None:
             with open(path + ".partial", "w") as f:
                 json.dump({"exit": code, "run_id": _run[1]}, f)
             os.replace(path + ".partial", path)
-    threading.Thread(target=_end_within, args=(code, END_GRACE_S), daemon=True, name="grae-end").start()
+    if _adopted:  # grae train's own process (not a caller's, which goes on after the command)
+        threading.Thread(target=_end_within, args=(code, END_GRACE_S), daemon=True, name="grae-end").start()
 
 
 def _end_within(code: int, grace_s: float) -> None:
-    """After ``grace_s`` seconds (the interpreter still waiting for threads that are not daemons): name them and
-    end the process with ``code``; atexit handlers do not run (the threads they would wait behind never end)."""
+    """Once the interpreter is shutting down (the main thread has ended) and ``grace_s`` seconds later still waits
+    for threads that are not daemons: name them and end the process with ``code``. Atexit handlers do not run then
+    (they would run only after those threads end, which they do not)."""
+    while threading.main_thread().is_alive():
+        time.sleep(0.05)
     time.sleep(grace_s)
     left = [thread for thread in threading.enumerate()
             if thread.is_alive() and not thread.daemon and thread is not threading.main_thread()]
