@@ -131,7 +131,8 @@ def test_ctrl_c_outside_training_exits_130(model_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(grae.eval.runner, "run_samples", interrupted)
     runner = CliRunner()
     train = runner.invoke(cli(), ["train", "--model", model_dir, "--output-dir", str(tmp_path / "r")])
-    assert train.exit_code == 130 and "rerun with --resume" in train.output
+    # stopped before it claimed its run directory: there is no run a --resume could continue
+    assert train.exit_code == 130 and "rerun the same command" in train.output and "--resume" not in train.output
     evaluate = runner.invoke(cli(), ["eval", model_dir, "--tasks", "chain_sum", "--n", "2", "--num-problems", "2",
                                      "-o", str(tmp_path / "e")])
     assert evaluate.exit_code == 130 and "rerun the same command to resume" in evaluate.output
@@ -178,3 +179,120 @@ def test_an_eval_directory_holds_one_models_results(model_dir, tmp_path):
         held = grae_eval(model_dir, "chain_sum", "--overwrite", output=target)
         assert held.exit_code == 2 and "holds the files of the grae train run" in held.output
     assert sorted(p.name for p in run.iterdir() if p.name != LOCK_FILE) == ["run.json"]  # the claim's lock stays
+
+
+def _saved_checkpoint(folder, weights):
+    """A checkpoint folder as GraeTrainer marks it: ``weights`` in model.safetensors, the trainer state, optimizer
+    and scheduler, and the completion marker with every file's size and sha256."""
+    import torch
+    from safetensors.torch import save_file
+
+    from grae.engines import COMPLETE_MARKER, file_digests, file_sizes
+
+    folder.mkdir(parents=True)
+    save_file(weights, str(folder / "model.safetensors"))
+    torch.save({"state": torch.zeros(64)}, folder / "optimizer.pt")
+    torch.save({"last_epoch": 1}, folder / "scheduler.pt")
+    (folder / "trainer_state.json").write_text("{}")
+    (folder / COMPLETE_MARKER).write_text(json.dumps({"step": 1, "run_id": "r", "files": file_sizes(str(folder)),
+                                                      "sha256": file_digests(str(folder))}))
+    return folder
+
+
+def test_a_checkpoint_is_checked_by_its_content_and_its_weights_finiteness(tmp_path):
+    import torch
+
+    from grae.engines import COMPLETE_MARKER
+    from grae.train.checkpoints import checkpoint_problem
+
+    ok = _saved_checkpoint(tmp_path / "ok", {"w": torch.ones(4, 4)})
+    assert checkpoint_problem(str(ok), content=True, saves_optimizer=True) is None
+    # one byte of a float changed in place: the size is the same, the sha256 is not
+    weights = ok / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    assert checkpoint_problem(str(ok)) is None  # sizes alone cannot tell
+    assert checkpoint_problem(str(ok), content=True).startswith("model.safetensors: its content is not what was saved")
+    # a marker from before the digests: sizes only, and the weights' finiteness, which a NaN weight fails
+    nan = _saved_checkpoint(tmp_path / "nan", {"w": torch.tensor([1.0, float("nan"), float("inf")])})
+    record = json.loads((nan / COMPLETE_MARKER).read_text())
+    del record["sha256"]
+    (nan / COMPLETE_MARKER).write_text(json.dumps(record))
+    assert checkpoint_problem(str(nan), content=True) == ("model.safetensors: 2 non-finite values (first in w), which "
+                                                          "grae never saves")
+    # a marker that lists less than a checkpoint holds: damaged, whether the file is there or not
+    thin = _saved_checkpoint(tmp_path / "thin", {"w": torch.ones(2)})
+    record = json.loads((thin / COMPLETE_MARKER).read_text())
+    for key in ("files", "sha256"):
+        record[key].pop("optimizer.pt")
+    (thin / COMPLETE_MARKER).write_text(json.dumps(record))
+    assert checkpoint_problem(str(thin), saves_optimizer=True).startswith("optimizer.pt: not in the completion marker")
+    assert checkpoint_problem(str(thin), saves_optimizer=False) is None  # save_only_model keeps none
+    record["files"] = {}
+    (thin / COMPLETE_MARKER).write_text(json.dumps(record))
+    assert checkpoint_problem(str(thin)).startswith("the completion marker lists no weight file")
+
+
+def test_a_reward_without_any_reward_for_n_scored_batches_in_a_row_stops_training():
+    import torch
+
+    from grae.engines.trl.rewards import MissingRewardWatch
+    from grae.rewards import RewardFunctionError
+
+    nan = float("nan")
+    watch = MissingRewardWatch(3, max_steps=100)
+    some = torch.tensor([[1.0, nan], [0.0, nan]])  # [B=2, F=2]: "b" gave no reward
+    watch.see(["a", "b"], some)
+    watch.see(["a", "b"], some)
+    watch.see(["a", "b"], torch.tensor([[1.0, nan], [0.0, 0.5]]))  # one sample scored: the streak starts again
+    watch.see(["a", "b"], some)
+    watch.see(["a", "b"], some)
+    with pytest.raises(RewardFunctionError, match=r"^reward function 'b' gave no reward \(None or NaN\) on any sample "
+                                                  r"of 3 scored batches in a row \(2 samples each\)"):
+        watch.see(["a", "b"], some)
+    short = MissingRewardWatch(5, max_steps=2)  # a run shorter than the knob: every batch it scored had none
+    short.see(["b"], some[:, 1:])
+    with pytest.raises(RewardFunctionError, match="of 2 scored batches in a row"):
+        short.see(["b"], some[:, 1:])
+    off = MissingRewardWatch(0, max_steps=2)
+    for _ in range(5):
+        off.see(["b"], some[:, 1:])
+    with pytest.raises(ValueError, match="missing_reward_steps"):
+        MissingRewardWatch(-1, max_steps=2)
+    for bad in (-1, 2.5, True, "3"):  # the config knob: one line naming it
+        with pytest.raises(ConfigError, match=r"^missing_reward_steps: (must be an integer >= 0|expected int, got)"):
+            load_config(None, {"missing_reward_steps": bad})
+    assert load_config(None, {}).missing_reward_steps == 5 and load_config(None, {"missing_reward_steps": 0})
+
+
+def test_a_divergence_names_as_kept_only_a_checkpoint_whose_content_is_what_was_saved(tmp_path):
+    """checkpoint-3's weights overwritten in place (64 KiB of 0xff, the size kept) are not "the last finite
+    checkpoint": the message names checkpoint-2, whose files are what was saved."""
+    import torch
+
+    from grae.engines.divergence import DivergenceError
+    from grae.train.checkpoints import latest_complete_checkpoint
+    from grae.train.run import _stops_diverged
+
+    folder = tmp_path / "checkpoints"
+    for step in (2, 3):
+        _saved_checkpoint(folder / f"checkpoint-{step}", {"w": torch.ones(64 * 1024)})
+    weights = folder / "checkpoint-3" / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as f:
+        f.seek(size - 64 * 1024)
+        f.write(b"\xff" * 64 * 1024)
+    assert weights.stat().st_size == size
+
+    def stopped() -> str:
+        with pytest.raises(DivergenceError) as caught, \
+                _stops_diverged(lambda: latest_complete_checkpoint(str(folder), "r", content=True),
+                                lambda: latest_complete_checkpoint(str(folder), "r")):
+            raise DivergenceError(4, "the loss is nan", "the learning rate")
+        return str(caught.value)
+
+    assert latest_complete_checkpoint(str(folder), "r") == str(folder / "checkpoint-3")  # sizes alone: fooled
+    assert f"the last finite checkpoint is {folder / 'checkpoint-2'}, no final/ written" in stopped()
+    (folder / "checkpoint-2" / "optimizer.pt").write_bytes(b"\0" * (folder / "checkpoint-2" / "optimizer.pt").stat().st_size)
+    assert "no checkpoint of this run on disk holds its saved content with finite weights, no final/" in stopped()

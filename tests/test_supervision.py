@@ -157,3 +157,96 @@ def _wait_for(path, timeout: float = 30) -> None:
     while not path.exists() and time.time() < deadline:
         time.sleep(0.02)
     assert path.exists()
+
+
+def _lines(proc, timeout: float = 60) -> tuple[int, list[str]]:
+    """Exit status and every error / note / warning line of a supervised stand-in."""
+    _, err = proc.communicate(timeout=scaled(timeout))
+    return proc.returncode, [line for line in err.splitlines() if line.startswith(("error", "note", "warning"))]
+
+
+def test_a_thread_a_reward_left_does_not_hold_a_finished_run(tmp_path):
+    """A reward that starts a thread which is not a daemon: the interpreter would wait for it forever after grae
+    train's own end. The process ends :data:`END_GRACE_S` later with the run's status, the thread named."""
+    marker = str(tmp_path / "child.py")
+    code, lines = _lines(_supervised(tmp_path, """
+        import threading
+        beacon.END_GRACE_S = 0.5
+        with beacon.reward_call("rewards"):
+            with beacon.reward_call("starts_a_thread"):
+                threading.Thread(target=time.sleep, args=(600,), name="poller").start()
+        beacon.finished(0)
+        sys.exit(0)
+    """))
+    assert code == 0 and len(lines) == 1, lines
+    assert lines[0].startswith("warning: grae train ended (exit 0) but thread 'poller' begun in reward function "
+                               "'starts_a_thread' still ran"), lines
+    assert _alive_with(marker) == []
+
+
+def test_a_closed_pipe_is_not_an_unfinished_run_and_never_writes_into_a_run_file(tmp_path):
+    """A reward closes the supervision pipe (user code closing inherited descriptors) and the run opens a file,
+    which gets the pipe's number: nothing is written into that file, and the run's own end is read from the run
+    directory (exit 0, a note naming the reward), not "the run did not finish"."""
+    run = tmp_path / "run"
+    run.mkdir()
+    body = f"""
+        beacon.run_directory({str(run)!r}, "run1")
+        with beacon.reward_call("closes_descriptors"):
+            os.close(beacon._fd)
+            data = open({str(run / "metrics.jsonl")!r}, "w")  # the lowest free number: the pipe's
+            data.flush()
+        data.close()
+        {{end}}
+    """
+    code, lines = _lines(_supervised(tmp_path, body.format(end="beacon.finished(0); sys.exit(0)")))
+    assert code == 0 and len(lines) == 1 and lines[0].startswith(
+        "note: user code closed grae train's supervision pipe while reward function 'closes_descriptors' ran; the "
+        f"run's end (exit 0) was read from {run}"), lines
+    assert (run / "metrics.jsonl").read_text() == ""
+    assert list(run.glob(".grae_end.*")) == []  # read, and removed
+    code, lines = _lines(_supervised(tmp_path, body.format(end="os._exit(0)")))  # an end grae train did not choose
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("error: the run did not finish"), lines
+
+
+@pytest.mark.parametrize("said, advice", [
+    ("", "nothing of the run was written yet (it ended before claiming its run directory): rerun the same command"),
+    ("beacon.run_directory(RUN, 'run1')", "no checkpoint of it was saved, so there is nothing to resume: --overwrite "
+                                          "starts it anew"),
+    ("beacon.run_directory(RUN, 'run1'); beacon.checkpoint_saved(RUN + '/checkpoints/checkpoint-2')",
+     "--resume continues from the newest complete checkpoint"),
+], ids=["before the run directory", "before a checkpoint", "after a checkpoint"])
+def test_a_killed_run_promises_no_resume_that_cannot_happen(tmp_path, said, advice):
+    run = tmp_path / "run"
+    run.mkdir()
+    code, lines = _lines(_supervised(tmp_path, f"RUN = {str(run)!r}\n{said}\nos.kill(os.getpid(), signal.SIGKILL)"))
+    assert code == 128 + signal.SIGKILL and len(lines) == 1, lines
+    assert lines[0].startswith("error: the training process was killed by SIGKILL") and lines[0].endswith(
+        f"the run did not finish: no final/ written; {advice}"), lines
+    assert ("--resume" in lines[0]) == ("checkpoint_saved" in said)
+
+
+def test_a_keyboard_interrupt_a_reward_raises_is_its_error_and_a_stop_signal_stays_one(monkeypatch):
+    """While SIGINT's handler is grae's (it raises only StopSignal), a KeyboardInterrupt out of a reward call was
+    raised by the reward: RewardInterrupt naming it. Under any other handler (a library user's Ctrl-C) it cannot be
+    told from a signal's and passes on, as does grae's own StopSignal."""
+    from grae.supervision import beacon
+
+    def raises(exc):
+        with beacon.reward_call("interrupts"):
+            raise exc
+
+    handler = beacon.raises_stop_signal(lambda signum, frame: None)
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        with pytest.raises(beacon.RewardInterrupt, match=r"^reward function 'interrupts' raised KeyboardInterrupt "
+                                                          "while no stop signal had arrived"):
+            raises(KeyboardInterrupt())
+        with pytest.raises(beacon.StopSignal):
+            raises(beacon.StopSignal())
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with pytest.raises(KeyboardInterrupt) as caught:
+            raises(KeyboardInterrupt())
+        assert not isinstance(caught.value, beacon.RewardInterrupt)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -239,7 +239,43 @@ DAMAGE = {
     "cut model.safetensors": ("model.safetensors", "truncate", "damaged (model.safetensors: 100 bytes", False),
     "missing model.safetensors": ("model.safetensors", "remove", "damaged (model.safetensors: missing)", False),
     "missing completion marker": ("grae_checkpoint_complete", "remove", "unfinished (no completion marker", True),
+    # the same size, other bytes: only the content (the marker's sha256 of every file) tells
+    "0xff in model.safetensors": ("model.safetensors", "0xff", "damaged (model.safetensors: its content is not what "
+                                  "was saved", False),
+    "zeroes in optimizer.pt": ("optimizer.pt", "zeroes", "damaged (optimizer.pt: its content is not what was saved",
+                               True),
+    # a marker that no longer lists what every checkpoint of the run holds is damaged, not trusted
+    "optimizer.pt deleted and unlisted": ("optimizer.pt", "unlist", "damaged (optimizer.pt: not in the completion "
+                                          "marker's list", True),
+    "empty file list": ("grae_checkpoint_complete", "empty list", "damaged (the completion marker lists no weight "
+                        "file", False),
 }
+
+
+def _damage(checkpoint, name: str, how: str) -> None:
+    """Damage file ``name`` of ``checkpoint`` as :data:`DAMAGE` says (``how``)."""
+    path = checkpoint / name
+    marker = checkpoint / "grae_checkpoint_complete"
+    if how == "truncate":
+        os.truncate(path, 100)
+    elif how == "remove":
+        path.unlink()
+    elif how in ("0xff", "zeroes"):  # in place, the size kept: 64 KiB of 0xff into the weights, 4 KiB of zeroes
+        size = path.stat().st_size
+        length = min(64 * 1024 if how == "0xff" else 4096, size // 2)
+        with open(path, "r+b") as f:
+            f.seek(size // 2 - length // 2)  # the middle: tensor data, clear of the header and the zip directory
+            f.write((b"\xff" if how == "0xff" else b"\0") * length)
+        assert path.stat().st_size == size
+    else:
+        record = json.loads(marker.read_text())
+        if how == "unlist":
+            path.unlink()
+            record["files"].pop(name)
+            record["sha256"].pop(name)
+        else:
+            record["files"], record["sha256"] = {}, {}
+        marker.write_text(json.dumps(record))
 
 
 @pytest.mark.parametrize("case", list(DAMAGE))
@@ -252,10 +288,7 @@ def test_resume_over_a_damaged_only_checkpoint_refuses_and_changes_nothing(model
     out = tmp_path / "run"
     shutil.copytree(two_step_run, out)
     checkpoint = out / "checkpoints" / "checkpoint-2"
-    if how == "truncate":
-        os.truncate(checkpoint / name, 100)
-    else:
-        (checkpoint / name).unlink()
+    _damage(checkpoint, name, how)
     before = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
     metrics, listing = (out / "metrics.jsonl").read_text(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))
     log = finish(grae_train(model_dir, out, "--max-steps", "4", "--eval.enabled", "false", "--resume"), code=2)
@@ -307,3 +340,136 @@ def test_a_reward_that_exits_or_forks_ends_the_run_non_zero_naming_it(model_dir,
         except OSError:
             pass
     assert left == [], "a grae train process outlived the run"
+
+
+MISBEHAVING_REWARDS = """
+import os
+import threading
+import time
+
+CALLS = []
+
+
+def _once(completions):
+    CALLS.append(1)
+    return len(CALLS) == 1
+
+
+def leaves_a_thread(completions, **kwargs):
+    if _once(completions):
+        threading.Thread(target=time.sleep, args=(3600,), name="left-poller").start()
+    return [0.0] * len(completions)
+
+
+def closes_inherited_descriptors(completions, **kwargs):
+    if _once(completions):  # as a daemonising library does: every descriptor above stderr that is a pipe
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            try:
+                if fd > 2 and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    os.close(fd)
+            except OSError:
+                pass
+    return [0.0] * len(completions)
+
+
+def raises_keyboard_interrupt(completions, **kwargs):
+    raise KeyboardInterrupt
+
+
+def never_scores(completions, **kwargs):
+    return [float("nan")] * len(completions)
+
+
+def changes_directory(completions, **kwargs):
+    os.chdir(os.environ["ELSEWHERE"])
+    return [0.0] * len(completions)
+"""
+
+
+def _misbehaving_run(model_dir, tmp_path, reward, *extra, code, out=None, cwd=None):
+    """``grae train`` with reward function ``reward`` of :data:`MISBEHAVING_REWARDS` beside the task's verifier."""
+    (tmp_path / "misbehaving_rewards.py").write_text(MISBEHAVING_REWARDS)
+    (tmp_path / "elsewhere").mkdir(exist_ok=True)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "ELSEWHERE": str(tmp_path / "elsewhere")}
+    log = finish(grae_train(model_dir, out or tmp_path / "run", "--max-steps", "2", "--eval.enabled", "false",
+                            "--reward_funcs", f"[task, misbehaving_rewards:{reward}]", *extra, env=env, cwd=cwd),
+                 code=code)
+    return log, [line for line in log.splitlines() if line.startswith(("error", "warning", "note"))]
+
+
+def test_a_thread_a_reward_left_running_does_not_hold_the_finished_run(model_dir, tmp_path):
+    """The run trains, writes final/ and report.md, then ends (exit 0) although a thread that is not a daemon still
+    runs: the thread named in one line."""
+    log, lines = _misbehaving_run(model_dir, tmp_path, "leaves_a_thread", code=0)
+    assert (tmp_path / "run" / "final" / "model.safetensors").exists() and (tmp_path / "run" / "report.md").exists()
+    assert [line for line in lines if "left-poller" in line] == [lines[-1]], log[-3000:]
+    assert lines[-1].startswith("warning: grae train ended (exit 0) but thread 'left-poller' begun in reward function "
+                                "'leaves_a_thread' still ran")
+
+
+def test_a_reward_closing_the_supervision_pipe_does_not_make_a_finished_run_unfinished(model_dir, tmp_path):
+    """All steps trained and final/ written: exit 0, a note that the end was read from the run directory, and
+    every checkpoint file is what was saved (no supervisor line went into a file that took the pipe's number)."""
+    from grae.train.checkpoints import checkpoint_problem
+
+    out = tmp_path / "run"
+    log, lines = _misbehaving_run(model_dir, tmp_path, "closes_inherited_descriptors", code=0)
+    assert (out / "final" / "model.safetensors").exists() and [r["step"] for r in read_metrics(out / "metrics.jsonl")] \
+        == [1, 2]
+    assert len(lines) == 1 and lines[0].startswith("note: user code closed grae train's supervision pipe"), log[-3000:]
+    assert f"the run's end (exit 0) was read from {out}" in " ".join(lines[0].split())
+    assert checkpoint_problem(str(out / "checkpoints" / "checkpoint-2"), content=True, saves_optimizer=True) is None
+
+
+def test_a_keyboard_interrupt_raised_in_a_reward_is_that_rewards_error(model_dir, tmp_path):
+    log, lines = _misbehaving_run(model_dir, tmp_path, "raises_keyboard_interrupt", code=1)
+    assert len(lines) == 1 and lines[0].startswith("error: reward function 'raises_keyboard_interrupt' raised "
+                                                   "KeyboardInterrupt while no stop signal had arrived"), log[-3000:]
+    assert "interrupted" not in log and "--resume" not in log and not (tmp_path / "run" / "final").exists()
+
+
+def test_a_reward_that_never_scores_stops_the_run_naming_it(model_dir, tmp_path):
+    """NaN on every sample (None alike: TRL reads both as "no reward") for missing_reward_steps scored batches in a
+    row: exit 1, one line naming the function, no final/ and no report of a run that learnt nothing from it."""
+    out = tmp_path / "run"
+    log, lines = _misbehaving_run(model_dir, tmp_path, "never_scores", "--max-steps", "5", "--missing_reward_steps",
+                                  "3", code=1)
+    assert len(lines) == 1 and lines[0].startswith("error: reward function 'never_scores' gave no reward (None or "
+                                                   "NaN) on any sample of 3 scored batches in a row"), log[-3000:]
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2]  # stopped scoring step 3's batch
+    assert not (out / "final").exists() and not (out / "report.md").exists()
+
+
+def test_a_reward_that_changes_directory_does_not_move_the_run(model_dir, tmp_path):
+    """A relative --output-dir is made absolute before the first reward is called: checkpoints, metrics, eval,
+    final/ and report.md stay in the run directory the command named."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    _misbehaving_run(model_dir, tmp_path, "changes_directory", "--eval.enabled", "true", code=0, out="run", cwd=cwd)
+    out = cwd / "run"
+    for name in ["checkpoints/checkpoint-2/grae_checkpoint_complete", "metrics.jsonl", "eval/after.jsonl",
+                 "eval/summary.json", "final/model.safetensors", "report.md"]:
+        assert (out / name).exists(), name
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def test_a_trainer_killed_before_its_run_directory_exists_promises_no_resume(model_dir, tmp_path):
+    """SIGKILL of the training process while it still imports (no run directory claimed): the supervisor's line
+    says to rerun the same command, never ``--resume`` (which would refuse: there is no run to continue)."""
+    out = tmp_path / "run"
+    proc = grae_train(model_dir, out, "--max-steps", "2", "--eval.enabled", "false")
+    deadline = time.time() + scaled(60)
+    while not _children(proc.pid) and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(_children(proc.pid)[0], signal.SIGKILL)
+    log = finish(proc, code=128 + signal.SIGKILL)
+    assert not (out / "run.json").exists()
+    lines = [line for line in log.splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and "killed by SIGKILL" in lines[0] and "rerun the same command" in lines[0], log[-2000:]
+    assert "--resume" not in log

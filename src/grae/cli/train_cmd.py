@@ -295,6 +295,7 @@ def says_its_exit(command):
 
     @functools.wraps(command)
     def run(*args, **kwargs):
+        beacon.begin()
         try:
             command(*args, **kwargs)
         except typer.Exit as end:
@@ -395,6 +396,11 @@ def register(app: typer.Typer) -> None:
                       highlight=False, soft_wrap=True)
         for note in cfg.notes:  # sizes fitted to the data, as --dry-run says them
             console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        from pathlib import Path
+
+        from grae.supervision.beacon import own_advice
+
+        run_dir = Path(os.path.abspath(cfg.output_dir))  # user code may chdir: the run stays where it was asked
         try:
             result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
         except ConfigError as err:
@@ -417,18 +423,16 @@ def register(app: typer.Typer) -> None:
             error(console, "error: held-out evaluation:", err)
             raise typer.Exit(1) from None
         except Exception as err:  # a write failure outside the guarded writers (run.json, metrics, …): one line
-            from pathlib import Path
-
             from grae.train.faults import write_failure
 
-            line = write_failure(err, Path(cfg.output_dir))
+            line = write_failure(err, run_dir)
             if line is None:
-                user_failure(console, err, Path(cfg.output_dir), debug=debug)
+                user_failure(console, err, run_dir, debug=debug)
                 raise
             error(console, "error:", line)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:  # a second Ctrl-C, or one during held-out evaluation (its rows are on disk)
-            error(console, "interrupted:", "rerun with --resume to continue")
+            error(console, "interrupted:", own_advice())
             raise typer.Exit(INTERRUPTED_EXIT[signal.SIGINT]) from None
         if result.interrupted_by is not None:
             raise typer.Exit(INTERRUPTED_EXIT.get(result.interrupted_by, 1))

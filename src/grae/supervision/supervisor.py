@@ -13,6 +13,10 @@ decided here.
   abandoned) stops the run. Without ``reward_timeout`` a call running :data:`SLOW_NOTE_S` is said once, and a stop
   signal (Ctrl-C, SIGTERM) that the step cannot honour because a reward call does not return ends the run after
   :data:`GRACE_S`.
+* **The end is read from the run, not from the pipe alone.** Lines that say what a rerun can do name only what
+  the run left (``D``/``C`` heard: a claimed run directory, a complete checkpoint), never a ``--resume`` that would
+  be refused. A child whose pipe user code closed writes its own end into the run directory
+  (:func:`~grae.supervision.beacon.read_lost_end`): a finished run is then not called unfinished, with a note.
 * **No orphan.** The supervisor is the subreaper of everything the run starts (Linux ``PR_SET_CHILD_SUBREAPER``)
   and the child dies with it (``PR_SET_PDEATHSIG``): when the child has ended, every process left (a fork that
   never returned, a detached worker) is stopped (SIGTERM, then SIGKILL) and named.
@@ -37,7 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from grae.supervision.beacon import ENV
+from grae.supervision.beacon import ENV, advice, read_lost_end
 
 #: after a forwarded stop signal, or past a reward call's own bound, how long a reward call may keep running
 GRACE_S = 30.0
@@ -55,6 +59,9 @@ class _Heard:
     calls: dict[str, tuple[str, float, float | None]] = field(default_factory=dict)  # token -> (name, start, limit)
     exit_code: int | None = None
     forked: tuple[str, str] | None = None  # (pid, reward function) of a copy that returned into training
+    run_dir: str | None = None  # the run directory, once the run claimed it
+    checkpointed: bool = False  # a complete checkpoint of the run is on disk
+    closed: bool = False  # the pipe reached its end (the child closed it, or ended)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hear(self, line: str) -> None:
@@ -70,6 +77,17 @@ class _Heard:
                 self.forked = self.forked or (pid, name)
             elif kind == "X" and rest.strip().lstrip("-").isdigit():
                 self.exit_code = int(rest)
+            elif kind == "D":
+                self.run_dir = rest.partition(" ")[2] or None
+            elif kind == "C":
+                self.checkpointed = True
+
+    def left(self) -> str:
+        """What an unfinished run left, read from its directory, and what a rerun can do (never a ``--resume``
+        that cannot happen: :func:`grae.supervision.beacon.advice`)."""
+        final = self.run_dir is not None and os.path.isdir(os.path.join(self.run_dir, "final"))
+        kept = "final/ is on disk but this run did not finish" if final else "no final/ written"
+        return f"{kept}; {advice(self.run_dir is not None, self.checkpointed)}"
 
     def running(self) -> tuple[str, float, float | None] | None:
         """The innermost reward call running (the newest begun)."""
@@ -110,7 +128,7 @@ def supervise(argv: list[str], command: list[str] | None = None) -> int:
     left = _stop_leftovers(child.pid)
     reader.join(timeout=2)
     if reason is None:
-        reason, code = _unchosen_end(child.returncode, heard)
+        reason, code = _unchosen_end(child.returncode, heard, child.pid)
     if left:
         _say(f"note: stopped {len(left)} process{'es' * (len(left) != 1)} the run left behind (pid "
              f"{', '.join(map(str, left))})")
@@ -139,21 +157,20 @@ def _watch(child: subprocess.Popen, heard: _Heard, stop: list[tuple[int, float]]
             _kill_group(child.pid)
             return _forked_reason(heard.forked), 1
         call = heard.running()
-        if call is None:
+        if call is None or heard.closed:  # a closed pipe says no more E: its calls are not known to run
             continue
         name, started, limit = call
         if limit is not None and now - started > limit + GRACE_S:
             _kill_group(child.pid)
             return (f"reward function {name!r} did not return for {now - started:.0f} s, past its bound ({limit:.0f} s: "
                     f"reward_timeout × samples, + {GRACE_S:.0f} s): it holds the training process (a timed-out call "
-                    "in C code cannot be abandoned), so the run is stopped; no final/ written, --resume continues from "
-                    "the newest complete checkpoint"), 1
+                    f"in C code cannot be abandoned), so the run is stopped; {heard.left()}"), 1
         if stop and now - max(started, stop[0][1]) > GRACE_S:
             sig = stop[0][0]
             _kill_group(child.pid)
             return (f"stopped by {signal.Signals(sig).name}: reward function {name!r} had run {now - started:.0f} s "
-                    f"without returning, so the step could not finish; no checkpoint saved for it, no final/ written "
-                    "(--resume continues from the newest complete checkpoint); set reward_timeout to bound it"), 128 + sig
+                    f"without returning, so the step could not finish, and no checkpoint was saved for it; "
+                    f"{heard.left()}; set reward_timeout to bound it"), 128 + sig
         if limit is None and now - started > SLOW_NOTE_S and started not in said_slow:
             said_slow.add(started)
             _say(f"note: reward function {name!r} has run for {now - started:.0f} s in one call and nothing bounds it "
@@ -213,28 +230,40 @@ def _group_members(pgid: int) -> list[int]:
     return found
 
 
-def _unchosen_end(code: int, heard: _Heard) -> tuple[str | None, int]:
-    """The line and status for the child's end at ``code`` (a negative code: killed by that signal)."""
+def _unchosen_end(code: int, heard: _Heard, pid: int | None = None) -> tuple[str | None, int]:
+    """The line and status for the child's end at ``code`` (a negative code: killed by that signal). A child whose
+    pipe was lost (user code closed it) wrote its own end into the run directory: read from there."""
     call = heard.running()
-    during = f" while reward function {call[0]!r} ran" if call else ""
-    if heard.exit_code is not None and heard.exit_code == code and not call:
+    said = heard.exit_code
+    if said is None and heard.run_dir is not None and pid is not None:
+        said = read_lost_end(heard.run_dir, pid)
+        if said is not None and said == code:
+            _say(f"note: user code closed grae train's supervision pipe{_during(call)}; the run's end (exit {code}) "
+                 f"was read from {heard.run_dir}")
+            return None, code
+    if said is not None and said == code and not call:
         return None, code
+    during = _during(call)
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -code == signal.SIGKILL else ""
-        return (f"the training process was killed by {name}{during}{hint}; the run did not finish: no final/ written, "
-                "--resume continues from the newest complete checkpoint"), 128 - code
+        return (f"the training process was killed by {name}{during}{hint}; the run did not finish: "
+                f"{heard.left()}"), 128 - code
     if call or code == 0:
         return (f"the run did not finish: the training process ended with exit status {code}{during}, without "
-                "grae train ending it (os._exit or sys.exit in user code?); no final/ written, --resume continues from "
-                "the newest complete checkpoint"), code or 1
+                f"grae train ending it (os._exit or sys.exit in user code?); {heard.left()}"), code or 1
     return None, code  # a failure the child reported itself (its traceback or line is above)
+
+
+def _during(call: tuple[str, float, float | None] | None) -> str:
+    return f" while reward function {call[0]!r} ran" if call else ""
 
 
 def _read(fd: int, heard: _Heard) -> None:
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as pipe:
         for line in pipe:
             heard.hear(line.rstrip("\n"))
+    heard.closed = True
 
 
 def _forward(child: subprocess.Popen, sig: int, stop: list[tuple[int, float]]) -> None:

@@ -11,6 +11,7 @@ from transformers import TrainerCallback
 
 from grae.engines.learning_signal import progress_mark
 from grae.io import append_jsonl, atomic_write_text
+from grae.supervision.beacon import StopSignal, raises_stop_signal
 
 #: metrics.jsonl column -> TRL/GraeTrainer log key
 COLUMNS = {
@@ -329,10 +330,11 @@ class GracefulInterrupt(TrainerCallback):
             except ValueError:  # not in the main thread
                 pass
 
+    @raises_stop_signal  # a KeyboardInterrupt it did not raise is the code's own (grae.supervision.beacon)
     def _handle(self, signum, frame):
         if self.signal is not None:
             signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
-            raise KeyboardInterrupt
+            raise StopSignal
         self.signal = signum
 
     def on_step_end(self, args, state, control, **kwargs):

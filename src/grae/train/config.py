@@ -109,6 +109,10 @@ class TrainConfig:
     #: sample at a time; a sample that overruns gets no reward (missing, weight 0; its thread is abandoned), and a
     #: function that overruns on every sample of a batch stops the run naming it (grae.rewards.safe_reward)
     reward_timeout: float | None = None
+    #: scored training batches in a row (one per step; more under dynamic sampling) in which a reward function gave
+    #: no reward (None or NaN) on any sample, after which the run stops with an error naming it (a run shorter than
+    #: this stops when every batch it scored had none): nothing is learnt from it. 0: never stops
+    missing_reward_steps: int = 5
     #: grae estimator name (``grae estimators`` lists them)
     estimator: str = "agrae"
     #: the estimator's parameters (``grae estimators`` lists them with defaults), e.g. {alpha: 0.5}
@@ -318,6 +322,10 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("max_steps", "save_steps"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
+    if isinstance(cfg.missing_reward_steps, bool) or not isinstance(cfg.missing_reward_steps, int) \
+            or cfg.missing_reward_steps < 0:
+        raise ConfigError(f"missing_reward_steps: must be an integer >= 0 (scored batches in a row without any reward "
+                          f"from a function before the run stops; 0 never stops), got {cfg.missing_reward_steps!r}")
     if isinstance(cfg.no_signal_steps, bool) or not isinstance(cfg.no_signal_steps, int) or cfg.no_signal_steps < 0:
         raise ConfigError(f"no_signal_steps: must be an integer >= 0 (logged steps without signal in a row before the "
                           f"run stops; 0 turns the stop off), got {cfg.no_signal_steps!r}")

@@ -1,7 +1,8 @@
 """Which checkpoint ``grae train --resume`` continues from, or why it refuses (issue 54 §1).
 
 A resume continues from the newest *whole* checkpoint of the run: marked complete, every file its marker
-lists there with its size, nothing cut (:func:`grae.train.checkpoints.checkpoint_problem`). A newer
+lists there with its size and its content (sha256), nothing cut, the weights finite, and the marker listing what
+every checkpoint of the run holds (:func:`grae.train.checkpoints.checkpoint_problem`). A newer
 checkpoint is passed over, in one line, only when nothing trained is lost by it: its save never finished
 (no completion marker: a kill or a full disk mid-save, when the one-checkpoint rule still keeps the one
 before), or its weights themselves are cut or missing. Otherwise ``--resume`` refuses in one line that
@@ -28,21 +29,22 @@ from grae.train.metrics_file import METRICS_FILE, read_metrics
 UNFINISHED = "no completion marker: its save did not finish, or the marker was removed"
 
 
-def resume_checkpoint(out: Path, run_id: str) -> tuple[str | None, list[str]]:
+def resume_checkpoint(out: Path, run_id: str, *, saves_optimizer: bool = True) -> tuple[str | None, list[str]]:
     """The checkpoint run ``run_id`` in ``out`` resumes from (None: it saved none and trained no step) and the
     lines to say about newer checkpoints passed over; :class:`ConfigError` when resuming would lose or hide
-    trained state (module docstring)."""
+    trained state (module docstring). ``saves_optimizer``: the run saves optimizer state (``trl.save_only_model``
+    off), so a checkpoint whose marker lists none is damaged."""
     passed: list[tuple[str, str, bool]] = []  # (checkpoint, what is wrong, marked complete)
     whole = None
     for path in _own_checkpoints(out / "checkpoints", run_id):
         marked = os.path.exists(os.path.join(path, COMPLETE_MARKER))
-        reason = checkpoint_problem(path) if marked else UNFINISHED
+        reason = checkpoint_problem(path, content=True, saves_optimizer=saves_optimizer) if marked else UNFINISHED
         if reason is None:
             whole = path
             break
         passed.append((path, reason, marked))
     for path, reason, marked in passed:
-        weights_whole = checkpoint_problem(path, weights_only=True) is None
+        weights_whole = checkpoint_problem(path, weights_only=True, content=True) is None
         if whole is None or (marked and weights_whole):
             raise ConfigError(_refusal(out, run_id, path, reason, whole, weights_whole, marked))
     if whole is None:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from grae.engines.divergence import DivergenceError
 from grae.eval.identity import model_identity, trained_identity
+from grae.supervision import beacon
 from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, resolve_rewards, to_dict
 from grae.train.errors import BaseWithoutSignal, TrainingWithoutSignal
 from grae.train.faults import DiskFullError, disk_full_is_resumable
@@ -96,7 +97,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     )
     from grae.train.checkpoints import latest_complete_checkpoint
 
-    out = Path(cfg.output_dir)
+    out = Path(os.path.abspath(cfg.output_dir))  # every run path absolute: a reward that chdirs cannot move the run
     checkpoints = out / "checkpoints"
     args = grpo_config(cfg, output_dir=str(checkpoints))  # under accelerate/torchrun: the process group, with ddp_timeout
     main = is_main(args)
@@ -117,6 +118,10 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         raise ConfigError(f"model: {err}") from None
     run_id, resume_from, notes = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume,
                                                                         overwrite=overwrite))
+    if main:
+        beacon.run_directory(str(out), run_id)
+        if resume_from:
+            beacon.checkpoint_saved(resume_from)
     log = _logger(console) if main else (lambda message: None)
     for note in [*fitted, *notes]:
         log(note)
@@ -135,6 +140,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
     def newest() -> str | None:
         return latest_complete_checkpoint(str(checkpoints), run_id)
+
+    def newest_verified() -> str | None:  # what a divergence names as kept: its content and finiteness read
+        return latest_complete_checkpoint(str(checkpoints), run_id, content=True)
 
     def heldout_pass_at_k(which: str, weights, identity) -> dict[int, float]:
         """Held-out pass@k on the main process (the others wait); {} with evaluation off."""
@@ -198,6 +206,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         sampling=cfg.sampling,
         rollouts=cfg.rollouts,
         reward_timeout=cfg.reward_timeout,
+        missing_reward_steps=cfg.missing_reward_steps,
         peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
     )
     trainer.grae_run_id = run_id
@@ -210,7 +219,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     if resume_from:
         log(f"resuming from {resume_from}")
     t0 = time.perf_counter()
-    with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest), _stops_diverged(newest):
+    with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest), \
+            _stops_diverged(newest_verified, newest):
         if resume_step is not None and (resume_step >= cfg.max_steps or _budget_spent(cfg, resume_from)):
             # trained to the end before (stopped in evaluation, or pre-empted after the last step):
             # transformers' train() would take one more step before it checks max_steps or the budget
@@ -233,7 +243,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
     if watch.stopped:
         wait_for_everyone(args)
         raise TrainingWithoutSignal(watch.stopped, steps, newest())
-    with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest), _stops_diverged(newest):
+    with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest), \
+            _stops_diverged(newest_verified, newest):
         trainer.grae_check_weights()  # final/ never holds non-finite weights
         _save_final(trainer, processing, out / "final", args)
     if not main:
@@ -334,14 +345,16 @@ def cpu_name() -> str:
 
 
 @contextlib.contextmanager
-def _stops_diverged(newest):
-    """A :class:`DivergenceError` in the block names what is kept: the newest checkpoint (the last finite one:
-    a non-finite one is never written) and no ``final/``."""
+def _stops_diverged(newest, saved):
+    """A :class:`DivergenceError` in the block names what is kept: the newest checkpoint whose files are what was
+    saved and whose weights are finite (``newest``: a non-finite one is never written, and one changed on disk
+    since is passed over; ``saved``: the newest by sizes alone) and no ``final/``."""
     try:
         yield
     except DivergenceError as err:
         kept = newest()
-        where = f"the last finite checkpoint is {kept}" if kept else "no checkpoint was saved before it"
+        where = (f"the last finite checkpoint is {kept}" if kept else "no checkpoint was saved before it" if not saved()
+                 else "no checkpoint of this run on disk holds its saved content with finite weights")
         raise DivergenceError(err.step, err.what, err.cause,
                               note=f"{where}, no final/ written; start anew once it is fixed (another --output-dir, "
                                    "or --overwrite)") from None

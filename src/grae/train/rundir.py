@@ -42,7 +42,8 @@ from grae.train.metrics_file import read_metrics as read_metrics
 
 RUN_FILE = "run.json"
 #: configuration keys a ``--resume`` may change
-RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps", "continue_without_signal")
+RESUMABLE_KEYS = ("max_steps", "eval", "report", "output_dir", "no_signal_steps", "continue_without_signal",
+                  "missing_reward_steps")
 #: what marks a directory as a grae run's (``config.yaml``: runs from before run.json existed)
 RUN_MARKERS = (RUN_FILE, "config.yaml")
 #: files a new run may find in its directory: ``grae compare``'s job configuration (its job folders)
@@ -151,7 +152,8 @@ def open_run(out: Path, config: dict[str, Any], *, resume: bool,
     from grae.train.resume import resume_checkpoint
 
     run_id = claim(out, config, resume=resume, overwrite=overwrite)
-    checkpoint, notes = resume_checkpoint(out, run_id) if resume else (None, [])
+    saves_optimizer = not (config.get("trl") or {}).get("save_only_model")
+    checkpoint, notes = resume_checkpoint(out, run_id, saves_optimizer=saves_optimizer) if resume else (None, [])
     done = checkpoint_step(checkpoint)
     if done > config["max_steps"]:
         raise ConfigError(f"max_steps: {config['max_steps']}, but run {run_id} in {out} has trained {done} steps "

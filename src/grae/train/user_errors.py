@@ -13,14 +13,16 @@ ERROR_LOG = "error.log"
 
 def user_code_error(err: BaseException) -> BaseException | None:
     """The exception in ``err``'s chain that names a failure of user code (a
-    :class:`~grae.rewards.RewardFunctionError`), or None."""
+    :class:`~grae.rewards.RewardFunctionError`, or a reward's own ``KeyboardInterrupt``:
+    :class:`~grae.supervision.beacon.RewardInterrupt`), or None."""
     from grae.rewards import RewardFunctionError
+    from grae.supervision.beacon import RewardInterrupt
 
     seen: set[int] = set()
     node: BaseException | None = err
     while node is not None and id(node) not in seen:
         seen.add(id(node))
-        if isinstance(node, RewardFunctionError):
+        if isinstance(node, (RewardFunctionError, RewardInterrupt)):
             return node
         node = node.__cause__ or node.__context__
     return None

@@ -5,8 +5,9 @@
 * ``grae_sampling_state.json`` (:data:`SAMPLING_STATE_FILE`): completions generated so far (the budget),
   the VADE posterior and the uniform prompt stream;
 * ``grae_checkpoint_complete`` (:data:`~grae.engines.COMPLETE_MARKER`), written last, naming the step,
-  the run and every file of the checkpoint with its size:
-  :func:`grae.train.checkpoints.latest_complete_checkpoint` only resumes from folders that have it.
+  the run and every file of the checkpoint with its size and its sha256 (:func:`~grae.engines.file_digests`):
+  :func:`grae.train.checkpoints.latest_complete_checkpoint` only resumes from folders that have it, and
+  ``--resume`` checks every file's content against it (:func:`grae.train.checkpoints.checkpoint_problem`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 
 import torch
 
-from grae.engines import COMPLETE_MARKER, STATE_FILE, file_sizes
+from grae.engines import COMPLETE_MARKER, DIGEST, STATE_FILE, file_digests, file_sizes
 from grae.io import atomic_write_json
+from grae.supervision import beacon
 
 #: dynamic sampling / prompt selection state in a checkpoint: the VADE posterior, the uniform stream, the budget
 SAMPLING_STATE_FILE = "grae_sampling_state.json"
@@ -36,7 +38,9 @@ class CheckpointState:
         atomic_write_json(os.path.join(folder, SAMPLING_STATE_FILE), self._sampling_state())
         atomic_write_json(os.path.join(folder, COMPLETE_MARKER), {"step": self.state.global_step,
                                                                   "run_id": self.grae_run_id,
-                                                                  "files": file_sizes(folder)})
+                                                                  "files": file_sizes(folder),
+                                                                  DIGEST: file_digests(folder)})
+        beacon.checkpoint_saved(folder)
 
     def _load_grae_state(self, checkpoint: str) -> None:
         """The sampling and the estimator's state of ``checkpoint``; a stateful estimator refuses a

@@ -71,6 +71,35 @@ def stop_on_total_reward_failure(reward_funcs: list[Any], accelerator: Any) -> N
         ) from (first if mine else None)
 
 
+class MissingRewardWatch:
+    """Stops training when a reward function gave no reward (None or NaN, TRL's "not applicable") on any sample of
+    ``steps`` scored training batches in a row: a policy learns nothing from a function that never scores, and the
+    run would end with exit 0, a final/ and a report of training on nothing. ``max_steps``: a run shorter than
+    ``steps`` stops once every batch it scored had none. Read from the gathered rewards, so every rank decides
+    alike; 0 never stops."""
+
+    def __init__(self, steps: int, max_steps: int):
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"missing_reward_steps: an integer >= 0 (0 never stops), got {steps!r}")
+        self.limit = min(steps, max_steps) if max_steps > 0 else steps
+        #: reward function name -> scored batches in a row without any reward from it
+        self.streaks: dict[str, int] = {}
+
+    def see(self, names: list[str], rewards_per_func: torch.Tensor) -> None:
+        """One scored batch's gathered rewards ``[B, F]`` (column ``i``: function ``names[i]``)."""
+        if not self.limit or not rewards_per_func.numel():
+            return
+        missing = torch.isnan(rewards_per_func).all(dim=0).tolist()  # [F]
+        for name, none in zip(names, missing):
+            self.streaks[name] = self.streaks.get(name, 0) + 1 if none else 0
+            if self.streaks[name] >= self.limit:
+                raise RewardFunctionError(
+                    f"reward function {name!r} gave no reward (None or NaN) on any sample of {self.streaks[name]} "
+                    f"scored batches in a row ({rewards_per_func.shape[0]} samples each): nothing is learnt from it, "
+                    "so training is stopped; fix it (None means 'not applicable'), or raise missing_reward_steps "
+                    "(0 never stops)")
+
+
 @contextlib.contextmanager
 def held_records(logger: logging.Logger, text: str):
     """Hold back ``logger``'s records whose message holds ``text`` (yields the list they go to)."""

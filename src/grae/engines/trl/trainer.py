@@ -49,7 +49,7 @@ from grae.engines.trl.estimator import (
 )
 from grae.engines.trl.loss import GraeLoss, _cov_loss_config
 from grae.engines.trl.prompt_forward import shared_prompt_logps
-from grae.engines.trl.rewards import held_records, stop_on_total_reward_failure, wrap_reward_funcs
+from grae.engines.trl.rewards import MissingRewardWatch, held_records, stop_on_total_reward_failure, wrap_reward_funcs
 from grae.engines.trl.sampling import SamplingRounds, _sampling_config
 from grae.loss import AGG_MODES
 from grae.sampling import SamplingConfig
@@ -103,6 +103,10 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             format, token budget, task difficulty: :mod:`grae.engines.learning_signal`; each fix named by its GRPOConfig
             argument, the token budget only where completions were cut); 0 turns it off. A
             :class:`~grae.engines.learning_signal.NoSignalWatch` among ``callbacks`` replaces it.
+        missing_reward_steps: a reward function that gave no reward (None or NaN) on any sample of this many scored
+            training batches in a row (or of every batch of a shorter run) stops training with
+            :class:`grae.rewards.RewardFunctionError` naming it (:class:`~grae.engines.trl.rewards.MissingRewardWatch`);
+            0 never stops.
     """
 
     record_generation_logprobs = True
@@ -122,6 +126,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         cov_loss: dict[str, Any] | None = None,
         rollouts: RolloutOptions | dict[str, Any] | None = None,
         no_signal_steps: int = 3,
+        missing_reward_steps: int = 5,
         **kwargs: Any,
     ):
         reward_funcs = kwargs.get("reward_funcs", args[1] if len(args) >= 2 else None)
@@ -155,6 +160,7 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
         self.grae_dual_clip = dual_clip
         super().__init__(*args, **kwargs)
         self._watch_learning_signal(no_signal_steps)
+        self._missing_rewards = MissingRewardWatch(missing_reward_steps, self.args.max_steps)
         self._check_compatible()
         self._map_scale_rewards()
         #: rollouts.shared_prompt_pass where it keeps the KL term exact: with beta != 0 the reference pass and the
@@ -208,6 +214,8 @@ class GraeTrainer(EstimatorContext, SamplingRounds, GraeLoss, CheckpointState, G
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._keep_rewards(rewards_per_func, prompts, completions)
         stop_on_total_reward_failure(self.reward_funcs, self.accelerator)
+        if self.model.training:
+            self._missing_rewards.see([str(name) for name in self.reward_func_names], rewards_per_func)
         for record in held:
             logging.getLogger(record.name).handle(record)
         return rewards_per_func
