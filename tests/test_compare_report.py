@@ -154,7 +154,7 @@ def test_the_budget_says_which_jobs_no_recorded_sitting_ran(shared, where):
 
 
 def test_the_held_out_table_says_where_pass_at_k_cannot_show_narrowing_or_is_at_its_ceiling():
-    """Issue 45 §3: at each k > 1 where a reference with no computation lies within 15 points of the base, the
+    """At each k > 1 where a reference with no computation lies within 15 points of the base, the
     report says "cannot show narrowing" (the format-only oracle, the base renormalised, is not such a reference);
     where the base reaches 99, that k is at its ceiling."""
     from grae.compare.report import large_k_lines
@@ -183,7 +183,7 @@ def test_the_held_out_table_says_where_pass_at_k_cannot_show_narrowing_or_is_at_
 @pytest.mark.parametrize("train, logged, counted", [(100.0, 300.0, 300.0), (100.0, 90.0, 100.0), (100.0, None, 100.0)])
 def test_a_run_resumed_before_grae_counted_its_earlier_process_counts_its_logged_steps(train, logged, counted):
     """The budget's training time: a run whose logged step times (every process's) exceed its train_seconds was
-    resumed before grae added the earlier process's time (4baee37); its logged time is counted, and said so."""
+    resumed before grae added the earlier process's time; its logged time is counted, and said so."""
     from grae.compare.report import budget_lines
     from grae.compare.results import JobResult, StudyInfo, StudyResults
 

@@ -1,4 +1,4 @@
-"""Extraction pays only the right answer (issue 54 §3): the adversarial table, each row with its expected score in
+"""Extraction pays only the right answer: the adversarial table, each row with its expected score in
 its answer-extraction mode, checked against math-verify where it reads the same text; and the invariant that no mode
 scores 1 on a completion whose number differs from the gold."""
 
@@ -20,7 +20,7 @@ T = 5.0
 # math-verify parses the whole completion (it has no modes); its verdict is given where it reads what grae reads,
 # and where it differs the row says why grae departs from it.
 TABLE = [
-    # --- the issue's cases
+    # --- answers a lenient extraction would pay
     ("last_number", "The ratio is 3/2", "2", 0.0, False),
     ("last_number", "\\boxed{\\frac{1}{2}}", "2", 0.0, False),
     ("last_number", "answer .5", "5", 0.0, False),

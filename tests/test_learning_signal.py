@@ -1,4 +1,4 @@
-"""Zero learning signal is said when it happens (issue 33 §4): each logged step whose batch had no group with
+"""Zero learning signal is said when it happens: each logged step whose batch had no group with
 non-zero advantage mass gets a console line at once and a mark on the progress line; after N such steps in
 a row (default 3) one warning names the likely causes. End to end: a tiny-model run whose reward is always 0."""
 

@@ -1,4 +1,4 @@
-"""Validation before any model loads (issue 25 §1, §3): every number checked for type, finiteness and
+"""Validation before any model loads: every number checked for type, finiteness and
 range; TRL's conventions (flat GRPOConfig keys, bare flags, TRL recipe YAML); --help generated from the
 schema; one line and exit 2, never a traceback, for bad values in every command."""
 
@@ -242,7 +242,7 @@ def test_bad_rows_and_summaries_name_the_file(tmp_path):
 
 def test_real_process_one_line_no_traceback_version_and_wide_tables(tmp_path):
     """The installed entry point: exit 2 with one line; --version; a table in a pipe wraps to 80 columns, no
-    word cut (issue 47 §6; it was 400 columns wide before)."""
+    word cut."""
     run = [sys.executable, "-m", "grae.cli"]
     proc = subprocess.run([*run, "train", "--learning_rate", "inf", "--output-dir", str(tmp_path / "r")],
                           capture_output=True, text=True, timeout=scaled(120))
