@@ -156,7 +156,7 @@ def test_grae_report_marks_curves_of_different_temperatures(tmp_path):
 
 def test_a_difference_of_proportions_is_shown_inside_plus_minus_100():
     """A paired difference's interval as computed feeds p, Holm and the rules; shown, it stays in [−100, +100]."""
-    from grae.compare.report import difference
+    from grae.compare.report_tables import difference
     from grae.compare.stats import Interval
 
     assert difference(Interval(0.03, -0.351, 0.411)) == "+3.0 [-35.1, +41.1]"
