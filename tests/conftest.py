@@ -6,7 +6,7 @@ from hypothesis import settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 # Torch threads per test process: 1 by default; `make test TEST_THREADS=2` runs the suite at 2 (another
-# summation order; every float tolerance must hold at both, issue 48).
+# summation order; every float tolerance must hold at both).
 TEST_THREADS = int(os.environ.get("GRAE_TEST_THREADS", "1"))
 # A process the tests start that dies of a fatal signal (SIGSEGV, SIGBUS, SIGABRT) prints its Python stack
 # into the output the test shows (a resumed `grae train` ended with -11 once, with nothing said)

@@ -192,7 +192,7 @@ def unlikeliness_release(rewards, group_ids, logprob, beta=0.25, eps=1e-6):
 
 
 def unlikeliness_correct(rewards, group_ids, logprob, beta=0.25, eps=1e-6):
-    """grae's earlier reading: the group's correct samples ranked among themselves, likeliest = 0 (ties:
+    """the alternative reading (rank_over="correct"): the group's correct samples ranked among themselves, likeliest = 0 (ties:
     the mean of the ranks they span), correct r x (1 - beta (G - rank) / G); then GRPO."""
     shaped = list(rewards)
     for idx in _members(group_ids).values():

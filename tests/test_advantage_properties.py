@@ -132,7 +132,7 @@ def _release_singleton_advantage(reward: float, eps: float = 1e-6) -> float:
 
 
 def test_unlikeliness_gives_a_one_sample_group_zero_where_the_release_gives_r():
-    """Issue 48 §5, a documented departure (grae/advantage/unlikeliness.py): a group with one valid sample — a
+    """A documented departure (grae/advantage/unlikeliness.py): a group with one valid sample — a
     group of one, or NaN rewards leaving one — has no group-relative baseline, so grae gives it advantage 0 (every
     mean-centred estimator's rule); the release, like verl's GRPO, gives (r − 0)/(1 + ε) = 0.999999 for r = 1."""
     # tol: Python floats round the same on every CPU; 1 / (1 + 1e-6) = 0.999999000001, within 1e-11 of 0.999999
@@ -220,7 +220,7 @@ def test_describe_and_params():
 @pytest.mark.parametrize("name", ["grpo", "agrae", "avspo", "ngrpo", "negative_dominant", "hard_focused"])
 @pytest.mark.parametrize("eps", [0.0, -1e-6, float("nan"), float("inf")])
 def test_eps_must_be_positive_and_finite(name, eps):
-    """eps = 0 turns a collapsed group's 0/0 into NaN advantages (issue 12): refused, naming eps."""
+    """eps = 0 turns a collapsed group's 0/0 into NaN advantages: refused, naming eps."""
     with pytest.raises(ValueError, match="eps: must be (> 0 and finite|a finite number)"):
         get_estimator(name, eps=eps)
 

@@ -35,11 +35,11 @@ def batch_with_omega(correct: int, omega: float, groups: int = 10, size: int = 8
     return r, torch.arange(groups).repeat_interleave(size)
 
 
-# -- worked values from the issue (G = 8, unbiased std, α = 1) ---------------------------------
+# -- worked values (G = 8, unbiased std, α = 1), by hand to 3 decimals ---------------------------------
 
 def test_grpo_worked_value():
     a = get_estimator("grpo")(group_with(1), G8).advantages
-    # tol: the issue's worked values, written to 3 decimals
+    # tol: worked values, written to 3 decimals
     assert a[0].item() == pytest.approx(2.475, abs=5e-4)
     assert a[1].item() == pytest.approx(-0.354, abs=5e-4)
 

@@ -1,4 +1,4 @@
-"""A-GRAE's ``omega_samples``: ω of Eqs. 12–13 over the most recent N samples across steps (issue 37 §2).
+"""A-GRAE's ``omega_samples``: ω of Eqs. 12–13 over the most recent N samples across steps.
 
 Against the loop references in tests/reference_estimators.py (``agrae`` with a given ω, ``recent_mean``
 written sample by sample), plus the invariants: None is Eq. 11 exactly and stateless; N ≥ everything

@@ -1,4 +1,4 @@
-"""Competence-band selection (issue 52 §2): ``grae data band`` scores a pool of training problems by a base model's
+"""Competence-band selection: ``grae data band`` scores a pool of training problems by a base model's
 pass rate, keeps those in [lo, hi], and ``task.train_subset`` trains on them; the teacher-forced gold probability
 (:mod:`grae.eval.gold`) it rests on."""
 

@@ -1,4 +1,4 @@
-"""The GPU check of issue 34 §6 (bench/gpu_rollouts.sh → bench/bench_gpu_rollouts.py) runs end to end on a CPU with
+"""The GPU check (bench/gpu_rollouts.sh → bench/bench_gpu_rollouts.py) runs end to end on a CPU with
 a tiny Qwen2: every trainer side and both eval sides measured, the table printed, the JSON written."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rows are checked before they are used (issue 54 §3, §4): a resumed ``grae eval`` re-checks each row on disk
+"""Rows are checked before they are used: a resumed ``grae eval`` re-checks each row on disk
 against the task (gold and label), ``math500=FILE`` / ``aime2024=FILE`` refuse a question under two golds as
 ``t=FILE`` does, and a gold that is not a number or text is refused with file:line."""
 

@@ -1,4 +1,4 @@
-"""Studies are checked before they are used (issue 54 §4): a YAML key written twice is refused naming it, a
+"""Studies are checked before they are used: a YAML key written twice is refused naming it, a
 summary.json's jobs must be its design's methods × seeds, curve counts are integers with 0 <= c <= n and n > 0,
 invocation rows are what grae compare writes."""
 

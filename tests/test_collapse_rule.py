@@ -1,4 +1,4 @@
-"""The collapse rule of issue 22 §3 (bench/agrae_collapse_lm.py, bench/bench_agrae_collapse.py): exact
+"""The collapse rule (bench/agrae_collapse_lm.py, bench/bench_agrae_collapse.py): exact
 McNemar tail probabilities, Wilson intervals and the per-run collapse/degraded flags."""
 
 from __future__ import annotations

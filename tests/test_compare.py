@@ -33,7 +33,7 @@ def study_config(model_dir, output_dir, **study) -> dict:
         "overrides": {"model": model_dir, "max_steps": 2, "save_steps": 2, "task": {"train_size": 100},
                       "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4},
                       "eval": {"num_problems": 4, "n": 4, "batch_size": 16},
-                      "continue_without_signal": True},  # a random model: its base has no signal (issue 55 §2)
+                      "continue_without_signal": True},  # a random model: its base has no signal
         "methods": {"grpo": {"estimator": "grpo"}, "ngrpo": {"estimator": "ngrpo"}},
         "seeds": [0, 1],
         "baseline": "grpo",
@@ -87,7 +87,7 @@ def test_compare_small_grid_reports_methods_and_the_base(small_grid):
     assert [r["wall_seconds"] for r in rows] == sorted(r["wall_seconds"] for r in rows)
     device = json.loads((out / "jobs" / "grpo" / "seed0" / "eval" / "summary.json").read_text())["device"]
     assert device.startswith("cpu (") and re.search(r", \d+ threads?\)$", device)
-    # each job's device with the machine's load at its end (issue 55 §5): "- trained by: N on DEVICE, load …; …"
+    # each job's device with the machine's load at its end: "- trained by: N on DEVICE, load …; …"
     jobs = [json.loads((out / "jobs" / m / f"seed{s}" / "eval" / "summary.json").read_text())
             for m in ("grpo", "ngrpo") for s in (0, 1)]
     assert all(j["device"] == device and re.fullmatch(r"load \d+\.\d on \d+ CPUs?", j.get("load") or "load 0.0 on 1 CPU")
@@ -286,7 +286,7 @@ def test_pending_jobs_run_seed_by_seed(tmp_path, monkeypatch):
 
 
 def check_gate_v2_design(path, builds: str, scratch) -> None:
-    """A gate v2 design (issue 45): its keys, seeds and train config validate, up to a base that a committed design
+    """A gate v2 design: its keys, seeds and train config validate, up to a base that a committed design
     builds (``-o runs/...``) and a fresh clone lacks."""
     design = yaml.safe_load(path.read_text())
     assert {"name", "train", "seeds", "rule"} <= set(design) and len(design["seeds"]) >= 4, path
@@ -294,7 +294,7 @@ def check_gate_v2_design(path, builds: str, scratch) -> None:
 
 
 def check_gate_v3_design(path, builds: str, scratch) -> None:
-    """A gate v3 design (issue 52, studies/gate_v3.py): a pre-gate's every arm (its settings over the design's train
+    """A gate v3 design (studies/gate_v3.py): a pre-gate's every arm (its settings over the design's train
     config) or a gate's train config validates, up to a base that a committed design builds."""
     import sys
 

@@ -1,4 +1,4 @@
-"""The frontier test's interval (issue 45 §4): the distance above the baseline's checkpoint frontier per seed ×
+"""The frontier test's interval: the distance above the baseline's checkpoint frontier per seed ×
 problem (grae.compare.rules.frontier_distance) against hand-computed cells and a hand-computed crossed interval,
 its properties (an arm that is a frontier point lies on it; shifting an arm's pass@k by δ shifts the interval by
 δ; its mean is the point comparison's distance), keeps_passk's interval test under Holm, and the machine blocking

@@ -144,7 +144,7 @@ def test_exact_minus_sampled_where_the_same_models_were_also_sampled(tmp_path):
     (False, " (rows brought from another machine, or a sitting stopped before it recorded its jobs)"),
     (None, "")])
 def test_the_budget_says_which_jobs_no_recorded_sitting_ran(shared, where):
-    from grae.compare.report import invocations_line
+    from grae.compare.report_budget import invocations_line
 
     rows = [{"started": 1.0, "wall_seconds": 600.0, "jobs_run": ["a/seed0", "a/seed1"]},  # a sitting of old
             {"started": 9.0, "wall_seconds": 60.0, "jobs_run": ["b/seed0"]}]  # one stopped after a job
@@ -154,10 +154,10 @@ def test_the_budget_says_which_jobs_no_recorded_sitting_ran(shared, where):
 
 
 def test_the_held_out_table_says_where_pass_at_k_cannot_show_narrowing_or_is_at_its_ceiling():
-    """Issue 45 §3: at each k > 1 where a reference with no computation lies within 15 points of the base, the
+    """At each k > 1 where a reference with no computation lies within 15 points of the base, the
     report says "cannot show narrowing" (the format-only oracle, the base renormalised, is not such a reference);
     where the base reaches 99, that k is at its ceiling."""
-    from grae.compare.report import large_k_lines
+    from grae.compare.report_tables import large_k_lines
     from grae.compare.results import StudyResults
     from grae.compare.stats import Interval
 
@@ -183,8 +183,8 @@ def test_the_held_out_table_says_where_pass_at_k_cannot_show_narrowing_or_is_at_
 @pytest.mark.parametrize("train, logged, counted", [(100.0, 300.0, 300.0), (100.0, 90.0, 100.0), (100.0, None, 100.0)])
 def test_a_run_resumed_before_grae_counted_its_earlier_process_counts_its_logged_steps(train, logged, counted):
     """The budget's training time: a run whose logged step times (every process's) exceed its train_seconds was
-    resumed before grae added the earlier process's time (4baee37); its logged time is counted, and said so."""
-    from grae.compare.report import budget_lines
+    resumed before grae added the earlier process's time; its logged time is counted, and said so."""
+    from grae.compare.report_budget import budget_lines
     from grae.compare.results import JobResult, StudyInfo, StudyResults
 
     job = JobResult(final=None, metrics={}, train_seconds=train, steps=8, generated=None, logged_seconds=logged)

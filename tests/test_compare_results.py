@@ -30,7 +30,7 @@ PNG_FILES = ("passk.png", "dynamics.png", "passk_vs_baseline.png", "frontier.png
 
 _BOOTSTRAP_ERA = ("written with the two-level bootstrap that the crossed interval replaced (studies/README.md); its "
                   "per-problem rows were never committed, so neither its intervals nor a table can be recomputed")
-_BEFORE_TABLE = ("written by grae compare before summary.json carried the table (issue 35 §1); its jobs' rows stayed "
+_BEFORE_TABLE = ("written by grae compare before summary.json carried the table; its jobs' rows stayed "
                  "in runs/ on the machine that ran them (not committed), so there is nothing to gather it from")
 _TRAINING_ONLY = ("a training-only study: compare's report is kept as compare_report.md beside the study's own "
                   "README, without its summary.json; the jobs' metrics.jsonl are not committed")

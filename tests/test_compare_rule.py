@@ -1,4 +1,4 @@
-"""The per-arm decision rule (grae.compare.rules.keeps_passk; issue 37 §3) on synthetic study tables: keeps / refuted /
+"""The per-arm decision rule (grae.compare.rules.keeps_passk) on synthetic study tables: keeps / refuted /
 inconclusive against hand-computed Holm levels and t intervals, the report's first line, the study key's
 refusals, and a property: keeps and refuted never both hold, and keeps-bounds hold exactly where Holm rejects."""
 

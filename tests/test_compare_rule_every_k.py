@@ -1,4 +1,4 @@
-"""The rule ``non_inferior_every_k`` (grae.compare.rules.every_k; issue 37 §3) on synthetic study tables:
+"""The rule ``non_inferior_every_k`` (grae.compare.rules.every_k) on synthetic study tables:
 holds / fails / undecided per k against hand-computed Holm levels and t intervals, each arm's reading
 (supported / refuted / inconclusive), the report's first line, no verdict (pilot, a baseline that did not
 learn), the study key's refusals, and the fair A-GRAE study's key."""

@@ -1,9 +1,9 @@
-"""compare's intervals take Student-t quantiles and tail probabilities from scipy.stats.t (issue 33 §7).
+"""compare's intervals take Student-t quantiles and tail probabilities from scipy.stats.t.
 
 Reference values are the closed forms of the t distribution at ν = 1 (Cauchy: F(x) = ½ + atan(x)/π,
 so t_q = tan(π(q − ½))) and ν = 2 (F(x) = ½ + x / (2√(2 + x²)), so t_q = (2q − 1) / √(2q(1 − q))), and
 the normal limit (ν = ∞). The hand-written integration + bisection these replaced agreed with scipy to
-6.4e-8 over 11,700 interval bounds, p-values and bands of random studies (issue 33 §7's commit)."""
+6.4e-8 over 11,700 interval bounds, p-values and bands of random studies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The base's temperature frontier in grae compare (issue 52 §4): ``paired_against: temperature_frontier`` traces it,
+"""The base's temperature frontier in grae compare: ``paired_against: temperature_frontier`` traces it,
 the report prints every arm's Δ_F beside its distance above the baseline's checkpoint frontier, a keeps_passk rule
 may name it (``temperature_frontier_margin``), and the table re-renders from its summary."""
 

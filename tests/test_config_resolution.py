@@ -1,4 +1,4 @@
-"""One resolution of a run's config, whatever its source, and a dry run that checks every gold (issue 55 §1-2).
+"""One resolution of a run's config, whatever its source, and a dry run that checks every gold.
 
 The same keys as ``--key value`` flags, as a YAML file nested (``trl: {learning_rate: …}``) or flat
 (``learning_rate: …``, a ``trl grpo`` recipe) resolve to the same run: the whole ``grae train --dry-run`` output
@@ -174,7 +174,7 @@ def test_the_dry_run_says_when_the_answer_cannot_fit_in_the_token_budget(tmp_pat
     assert "tokens are left before the answer" in out, out
 
 
-# -- a base without learning signal stops before step 1 (issue 55 §2) ---------------------------------------------
+# -- a base without learning signal stops before step 1 ---------------------------------------------
 
 
 def test_no_budget_advice_when_nothing_was_cut_and_the_python_knobs_for_graetrainer():

@@ -88,7 +88,7 @@ def nan(values: list) -> torch.Tensor:
 
 def assert_close(a, b, what: str, tol: float = TOL) -> None:
     """Within ``tol`` × the larger of 1 and ``b``'s largest magnitude: advantages, weights and the loss (terms of
-    size ≈ |advantage| that cancel to ≈ 0) are of order 1 in float32; parameters may be larger (issue 48)."""
+    size ≈ |advantage| that cancel to ≈ 0) are of order 1 in float32; parameters may be larger."""
     a, b = nan(a) if isinstance(a, list) else a, nan(b) if isinstance(b, list) else b
     assert a.shape == b.shape, f"{what}: shapes {tuple(a.shape)} vs {tuple(b.shape)}"
     scale = max(1.0, float(b.nan_to_num().abs().max())) if b.numel() else 1.0
@@ -202,7 +202,7 @@ EQUIVALENCE = {
     "agrae-grae_token_mean-kl-accum2-spg2-iter2": dict(
         estimator="agrae", steps=4, trainer=dict(loss_agg_mode="token-mean"),
         config=dict(gradient_accumulation_steps=2, steps_per_generation=2, num_iterations=2, beta=0.04)),
-    # ω over the newest 24 samples: each 16-sample batch plus half the one before (issue 37 §2), the window is state
+    # ω over the newest 24 samples: each 16-sample batch plus half the one before, the window is state
     "agrae_omega_samples-trl_dapo": dict(estimator="agrae", estimator_params={"omega_samples": 24}, steps=3),
     "dgpo-trl_grpo_rescaled-accum2-spg2": dict(estimator="dgpo", steps=3, config=dict(
         loss_type="grpo", gradient_accumulation_steps=2, steps_per_generation=2)),

@@ -1,5 +1,5 @@
 """A diverged run stops at its first non-finite step, keeps its last finite checkpoint and never writes a
-non-finite final/ (grae.engines.divergence, issue 32 §2); a learning rate above 1.0 is refused unless forced."""
+non-finite final/ (grae.engines.divergence); a learning rate above 1.0 is refused unless forced."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def test_a_learning_rate_that_really_diverges_stops_at_its_first_non_finite_step
 
 
 def test_finite_weights_whose_logits_overflow_are_never_saved(tmp_path):
-    """Issue 48: the same rate ending after step 1 exited 0 with finite weights (~1e9) in final/, whose
-    evaluation was a traceback. The save's probe forward pass finds the overflow: exit 1, one line naming
+    """The same rate ending after step 1 leaves finite weights (~1e9) whose evaluation would be a traceback.
+    The save's probe forward pass finds the overflow: exit 1, one line naming
     step 1, the largest weight and the learning rate; no checkpoint, no final/."""
     out = tmp_path / "run"
     result, lines = _train(out, "--learning_rate", "1e9", "--allow_large_learning_rate", "--trl.warmup_steps", "0",
@@ -117,8 +117,7 @@ def test_the_probe_leaves_the_run_unchanged_and_sees_overflowing_activations():
 
 
 def test_non_finite_weights_are_never_saved(tmp_path):
-    """The issue's case: trl.learning_rate 1e300 made every weight NaN and exited 0 with them in final/. Now
-    the first save finds them: exit 1, no checkpoint, no final/."""
+    """trl.learning_rate 1e300 makes every weight NaN; the first save finds them: exit 1, no checkpoint, no final/."""
     out = tmp_path / "run"
     result, lines = _train(out, "--learning_rate", "1e300", "--allow_large_learning_rate", "--trl.warmup_steps", "0",
                            "--max-steps", "1")
@@ -183,8 +182,8 @@ def overflowing_model(tmp_path_factory):
 
 @pytest.mark.parametrize("how", [["--n", "4"], ["--exact", "--task-param", "max_digits=1"]], ids=["sampled", "exact"])
 def test_evaluating_a_model_whose_logits_overflow_is_one_line(overflowing_model, tmp_path, how):
-    """Issue 48: such a model's evaluation was a multinomial traceback (sampled) or `'p' must lie in [0, 1]`
-    (exact). Now one line naming the cause, exit 1, no rows."""
+    """Such a model's evaluation, where torch would raise a multinomial traceback (sampled) or `'p' must lie in
+    [0, 1]` (exact), is one line naming the cause, exit 1, no rows."""
     import typer
 
     from grae.cli import eval_cmd
@@ -237,7 +236,7 @@ def test_a_model_the_probe_cannot_run_is_said_and_counts_as_finite(caplog):
 
 
 def test_the_probe_checks_each_positions_norm_against_the_float32_limit():
-    """Issue 54: RMSNorm sums a position's H squares in float32, so it overflows once ‖h‖₂ passes
+    """RMSNorm sums a position's H squares in float32, so it overflows once ‖h‖₂ passes
     sqrt(float32 max) ≈ 1.84e19 although every |h| is √H times smaller. A tiny Llama (H = 512) whose hidden
     states are ±9e17 (‖h‖₂ = 9e17·√512 ≈ 2.0e19) gives all-zero logits; the probe must call it unhealthy,
     and ±7e17 (‖h‖₂ ≈ 1.6e19, whose squares sum to a finite float32) healthy."""

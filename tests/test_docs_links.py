@@ -1,4 +1,4 @@
-"""Every relative link in the repository's markdown resolves (issue 33 §6).
+"""Every relative link in the repository's markdown resolves.
 
 Two kinds of reference are checked:
 

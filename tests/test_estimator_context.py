@@ -17,9 +17,8 @@ from grae.advantage import CONTEXT_FIELDS, check_context_supported, get_estimato
 from strategies import reward_batches
 from tolerances import assert_close_scaled
 
-#: issue 37's worked example: r, logp, and both readings' advantages to 4 decimals, by hand from the procedure
-#: (r̃ = [0, 0.875, 0.9375, 0] and [0, 0.75, 0.8125, 0]). The issue quotes [−0.865, 0.805, 0.925, −0.865] and
-#: [−0.865, 0.796, 0.934, −0.865]: the same values except 0.796, which is 0.79547 (0.795 to 3 decimals).
+#: the worked example of grae/advantage/unlikeliness.py: r, logp, and both readings' advantages to 4 decimals,
+#: by hand from the procedure (r̃ = [0, 0.875, 0.9375, 0] and [0, 0.75, 0.8125, 0])
 ISSUE_R, ISSUE_LP = [0.0, 1.0, 1.0, 0.0], [-0.1, -0.5, -1.0, -2.0]
 ISSUE_RELEASE, ISSUE_CORRECT = [-0.8650, 0.8053, 0.9247, -0.8650], [-0.8646, 0.7955, 0.9338, -0.8646]
 

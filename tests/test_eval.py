@@ -194,7 +194,7 @@ def test_bootstrap_interval_contains_point_and_compare_with_itself_is_zero_withi
     out = json.loads(invoke("passk", path, same, "--compare", "--json", "--bootstrap", "300"))
     delta = out[str(same)]["delta"]
     assert out[str(same)]["shared_problems"] == 30
-    bound = 1 - 0.025 ** (1 / 30)  # issue 55: 30 problems that agree bound the change only this far, not [0, 0]
+    bound = 1 - 0.025 ** (1 / 30)  # 30 problems that agree bound the change only this far, not [0, 0]
     for k in (1, 2, 4, 8, 16):
         d = delta[f"pass@{k}"]
         assert (d["value"], d["n_eff"]) == (0.0, 30) and d["lo"] == -d["hi"]
@@ -386,7 +386,7 @@ def test_hf_sampler_draws_what_generate_with_temperature_and_top_p_draws(random_
 
 
 def test_hf_sampler_on_step_reports_each_decoding_step_and_draws_the_same(random_model_dir):
-    """Progress inside a call (issue 23 §3): one report per token, the samples unchanged (the hook draws
+    """Progress inside a call: one report per token, the samples unchanged (the hook draws
     nothing), both on the plain batched path and on the shared-prompt path."""
     from grae.eval import HFSampler, SamplingSettings, load_hf
 
@@ -582,7 +582,7 @@ def test_unreachable_hub_model_fails_with_a_clear_message(tmp_path, monkeypatch)
     assert not (tmp_path / "out" / "math500.jsonl").exists()
 
 
-# -- run integrity (issue 12): grae passk refuses what it cannot count; files honour the umask ---------------
+# -- run integrity: grae passk refuses what it cannot count; files honour the umask ---------------
 
 
 @pytest.mark.parametrize("lines, message", [

@@ -1,5 +1,5 @@
-"""``grae eval`` says what it will cost before it samples, and on a CPU above an hour asks for ``--yes``
-(issue 33 §2): the arithmetic of the estimate, the warm-up's timing and its effect on the samples (none),
+"""``grae eval`` says what it will cost before it samples, and on a CPU above an hour asks for ``--yes``:
+the arithmetic of the estimate, the warm-up's timing and its effect on the samples (none),
 and the refusal / ``--yes`` / prompt paths on the shipped tiny model. No timing is asserted: the refusal
 tests set the threshold to 0 s (any estimate is above it) or leave it at an hour for a run of seconds."""
 

@@ -60,7 +60,7 @@ def test_exact_agrees_with_sampled_on_the_tiny_model(tmp_path):
     assert exact.summaries["chain_sum"]["references"]["format-only oracle"]["1"] >= exact.results["chain_sum"].curve[1]
 
 
-# -- memory bound and task settings (issue 32 §1) ------------------------------------------------
+# -- memory bound and task settings ------------------------------------------------
 
 
 @pytest.fixture(scope="module")

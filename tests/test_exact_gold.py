@@ -1,4 +1,4 @@
-"""Exact evaluation of one-gold tasks (issue 52 §1): ``grae eval --exact`` and ``grae compare`` with ``eval: {exact:
+"""Exact evaluation of one-gold tasks: ``grae eval --exact`` and ``grae compare`` with ``eval: {exact:
 true}`` teacher-force a ``chain_trace`` problem's gold completion (:func:`grae.eval.gold.gold_probs`) where an
 answer-set task enumerates its answers; one code path (:func:`grae.eval.exact.run_exact`) chooses by task."""
 

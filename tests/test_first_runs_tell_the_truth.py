@@ -1,4 +1,4 @@
-"""Issue 55 §3–§6: intervals from the first table, evaluation of what train held out, reports a newcomer reads first.
+"""Intervals from the first table, evaluation of what train held out, reports a newcomer reads first.
 
 * every shown interval has width: an estimate at 0 or 1 (or values without spread, two seeds that agree) gets the
   binomial bound at its effective n and says that n; p below 0.005 prints as such; figure bands stay in range;
@@ -71,8 +71,8 @@ def test_every_interval_of_a_single_run_has_width_and_holds_its_estimate(pair):
 
 
 def test_two_agreeing_seeds_get_the_binomial_interval_of_what_they_rest_on():
-    """The issue's `pass@8 81.2 [81.2, 81.2]`: training-batch pass@8 of 2 seeds that agree exactly (one column, no
-    spread). It now rests on the 2 seeds × the groups of their windows, and says so."""
+    """Not `pass@8 81.2 [81.2, 81.2]`: training-batch pass@8 of 2 seeds that agree exactly (one column, no
+    spread) rests on the 2 seeds × the groups of their windows, and says so."""
     values = np.full((2, 1, 1), 0.8125)
     (iv,) = proportion_interval(values, outcomes=40)
     assert iv.n_eff == 80 and 0 < iv.lo < 0.8125 < iv.hi < 1
@@ -97,7 +97,7 @@ def test_p_values_below_what_two_decimals_show_print_as_below(p, text):
 
 
 def test_dynamics_bands_stay_inside_each_quantitys_range():
-    """The issue's dynamics.png: 2 seeds drew the reward band to −0.21. Shares and a 0/1 reward stay in [0, 1],
+    """A plain band of 2 seeds can reach below 0 (a reward band at −0.21). Shares and a 0/1 reward stay in [0, 1],
     entropy and advantage mass above 0; a shaped reward outside [0, 1] keeps the plain band."""
     from grae.compare.results import JobResult
     from grae.compare.training import dynamics_bands

@@ -1,4 +1,4 @@
-"""Gate v3's committed tables reproduce from their committed arrays (studies/gate_v3.py, issue 52)."""
+"""Gate v3's committed tables reproduce from their committed arrays (studies/gate_v3.py)."""
 
 import json
 import sys

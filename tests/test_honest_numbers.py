@@ -1,4 +1,4 @@
-"""Issue 47 §4: every interval of a proportion inside [0, 1] with its coverage measured, bands of fractions in
+"""Every interval of a proportion inside [0, 1] with its coverage measured, bands of fractions in
 [0, 1], no quantity drawn twice in training.png, the panels TRL users read, temperatures marked in grae report."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_training_figure_draws_trls_panels_and_no_quantity_twice():
         assert any(wanted in t for t in titles), wanted
     drawn = [tuple(pts) for _, series, _ in panels for pts in series.values()]
     assert len(drawn) == len(set(drawn))  # no curve twice (ω is the reward; ACR the sum of its two kinds)
-    heldout = dict(panels[-1][1])  # in %, as every other pass@k figure (issue 55)
+    heldout = dict(panels[-1][1])  # in %, as every other pass@k figure
     assert heldout == {"pass@1": [(0.0, 20.0), (6.0, 30.0)], "pass@4": [(0.0, 40.0), (6.0, 50.0)],
                        "pass@8": [(0.0, 50.0), (6.0, 60.0)]}
     assert panels[-1][2] == (0.0, 100.0) and "(%)" in panels[-1][0]
@@ -156,7 +156,7 @@ def test_grae_report_marks_curves_of_different_temperatures(tmp_path):
 
 def test_a_difference_of_proportions_is_shown_inside_plus_minus_100():
     """A paired difference's interval as computed feeds p, Holm and the rules; shown, it stays in [−100, +100]."""
-    from grae.compare.report import difference
+    from grae.compare.report_tables import difference
     from grae.compare.stats import Interval
 
     assert difference(Interval(0.03, -0.351, 0.411)) == "+3.0 [-35.1, +41.1]"

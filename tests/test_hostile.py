@@ -1,4 +1,4 @@
-"""Hostile and careless input (issue 32 §3-§6): every case ends in one line that names the field, with
+"""Hostile and careless input: every case ends in one line that names the field, with
 its exit code, before any model loads or any run directory is claimed.
 
 Table-driven: each case is a command line (``{tmp}`` stands for the test's directory), the files it
@@ -192,7 +192,7 @@ CASES = [
     Case("passk generation_id seven", ["passk", "{tmp}/rows.jsonl"], 1, "generation_id must be an integer >= 0",
          {"rows.jsonl": '{"question_id": "a", "label": 1, "generation_id": "seven"}\n'}),
     Case("train --resume into a missing directory", [*_train(), "--resume"], 2, "--resume: {tmp}/run does not exist"),
-    # issue 25 (the earlier hostile round), kept here so none comes back
+    # numbers out of range or of the wrong type, each refused naming its key
     *[Case(f"train {key} {value}", _train(f"--{key}", value), 2, line) for key, value, line in [
         ("trl.learning_rate", "nan", "trl.learning_rate: must be a finite number"),
         ("trl.learning_rate", "inf", "trl.learning_rate: must be a finite number"),
@@ -232,14 +232,14 @@ CASES = [
     Case("compare malformed YAML", COMPARE, 2, "study.yaml: not valid YAML", {"study.yaml": "methods: [\n"}),
     Case("compare --report-only before any job", [*COMPARE, "--report-only"], 2,
          "--report-only: 2 of 2 jobs have not finished", _study()),
-    # issue 48 §6: compare method names that share a job folder
+    # compare method names that share a job folder
     Case("compare methods a/b and a_b", COMPARE, 2, "methods: 'a/b' and 'a_b' would share the job folder jobs/a_b/",
          _study(methods="{a/b: {estimator: grpo}, a_b: {estimator: rloo}}", baseline="a/b")),
     Case("compare method named '.'", COMPARE, 2, "methods: '.' names no folder of its own",
          _study(methods="{'.': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
     Case("compare method named ''", COMPARE, 2, "methods: '' names no folder of its own",
          _study(methods="{'': {estimator: grpo}, b: {estimator: rloo}}", baseline="b")),
-    # issue 48 §6: grae compare SUMMARY.json --report-only checks the table it renders
+    # grae compare SUMMARY.json --report-only checks the table it renders
     Case("report-only a NaN p", REPORT_ONLY, 2, "{tmp}/summary.json: results.jobs.grpo_lr2e-5.200.final.p: expected finite "
          "numbers, got nan", setup=_tampered_summary(lambda t: _first_final(t)["p"].__setitem__(0, float("nan")))),
     Case("report-only a p above 1", REPORT_ONLY, 2, "results.jobs.grpo_lr2e-5.200.final.p: a probability is in [0, 1], got 2.0",
@@ -250,14 +250,14 @@ CASES = [
          setup=_tampered_summary(lambda t: t.pop("jobs"))),
     Case("report-only jobs that are a list", REPORT_ONLY, 2, "results: not a table grae compare wrote",
          setup=_tampered_summary(lambda t: t.__setitem__("jobs", [1, 2]))),
-    # issue 48 §5: edges
+    # edges
     Case("enumerated TRL key, enum-typed", _train("--lr_scheduler_type", "bogus"), 2,
          "trl.lr_scheduler_type: 'bogus' is not one of linear, cosine"),
     Case("recipe dataset_name offline, not cached", ["train", "{tmp}/recipe.yaml", "--output-dir", "{tmp}/run"], 2,
          "task.name: 'hf:someorg/some-data' reads the hub dataset someorg/some-data, which is not in the cache under "
          "HF_HOME (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set)", {"recipe.yaml": "dataset_name: someorg/some-data\n"},
          patch={"huggingface_hub.constants:HF_HUB_OFFLINE": True}),
-    # issue 48 §6: sampling settings that make the probabilities non-finite, refused up front
+    # sampling settings that make the probabilities non-finite, refused up front
     Case("train --temperature 1e-300", _train("--temperature", "1e-300"), 2, "trl.temperature: must be at least 0.01"),
     Case("train --top_p 1e-300", _train("--top_p", "1e-300"), 2, "trl.top_p: must be at least 1e-06"),
     Case("train --eval.temperature 0.001", _train("--eval.temperature", "0.001"), 2,
@@ -269,7 +269,7 @@ CASES = [
     Case("eval --exact-memory-mb 1e6",
          _eval("--tasks", "chain_sum", "--task-param", "max_digits=1", "--exact", "--exact-memory-mb", "1e6"), 2,
          "--exact-memory-mb 1e+06 is more than this machine has free"),
-    # issue 48 §6: data and names
+    # data and names
     Case("eval two files under one task name", _eval("--tasks", "t={tmp}/a.jsonl,t={tmp}/b.jsonl"), 2,
          "--tasks: t={tmp}/a.jsonl and t={tmp}/b.jsonl are both named 't'",
          {"a.jsonl": GOOD_LINES, "b.jsonl": '{"question": "3+3?", "answer": "6"}\n'}),
@@ -277,7 +277,7 @@ CASES = [
          "{tmp}/d.jsonl:2: id 'a' again, given to another question at line 1", DUPLICATE_IDS),
     Case("train duplicate ids", _train("--task.name", "{tmp}/d.jsonl"), 2,
          "task: {tmp}/d.jsonl:2: id 'a' again, given to another question at line 1", DUPLICATE_IDS),
-    # issue 48 §6: one setting under two names
+    # one setting under two names
     Case("model and model_name_or_path", _train("--model", "tiny", "--model_name_or_path", "tiny"), 2,
          "model: given twice on the command line, as model and as model_name_or_path"),
     Case("learning_rate flat and under trl", _train("--learning_rate", "1e-5", "--trl.learning_rate", "2e-5"), 2,
@@ -288,12 +288,12 @@ CASES = [
     Case("model and model_name_or_path in a file", ["train", "{tmp}/c.yaml", "--output-dir", "{tmp}/run"], 2,
          "model: given twice in {tmp}/c.yaml, as model and as model_name_or_path",
          {"c.yaml": "model: tiny\nmodel_name_or_path: tiny\n"}),
-    # issue 48 §6: a tracker that cannot start
+    # a tracker that cannot start
     Case("report_to wandb without a key", _train("--trl.report_to", "wandb"), 2,
          "trl.report_to: wandb has no API key here", {"netrc": ""},
          env={"WANDB_API_KEY": None, "WANDB_MODE": None, "NETRC": "{tmp}/netrc"}),
     Case("reward_timeout 0", _train("--reward_timeout", "0"), 2, "reward_timeout: must be > 0 seconds per sample"),
-    # issue 54 §5: what the run would fail on after claiming its directory fails before, in the dry run too
+    # what the run would fail on after claiming its directory fails before, in the dry run too
     Case("reward_weights of the wrong length", _train("--reward_weights", "[1, 2]"), 2,
          "trl.reward_weights: 2 weights for 1 reward function (reward_funcs: ['task'])"),
     Case("reward_weights of the wrong length, dry run", _train("--dry-run", "--reward_weights", "[1, 2]"), 2,
@@ -492,7 +492,7 @@ def _reward(completions, **kwargs):
     return [0.0] * len(completions)
 
 
-#: issue 54 §5: GraeTrainer's own arguments, each refused by name before anything is built
+#: GraeTrainer's own arguments, each refused by name before anything is built
 TRAINER_ARGUMENTS = {
     "estimator_params=[1]": ({"estimator_params": [1]}, TypeError, "estimator_params: expected a mapping"),
     "dual_clip='3'": ({"dual_clip": "3"}, TypeError, "dual_clip: expected a number > 1"),
@@ -578,7 +578,7 @@ def _stoppable_job(job_dir: Path) -> list[str]:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_a_signal_stops_the_compare_sitting_as_a_whole(tmp_path, monkeypatch, signum):
-    """Issue 48 §6: Ctrl-C or SIGTERM to grae compare stops the sitting, not one job: the running job is passed
+    """Ctrl-C or SIGTERM to grae compare stops the sitting, not one job: the running job is passed
     the signal once (it checkpoints and exits), no further job starts, compare waits for it and exits 130/143 in
     one line; no job process is left holding its folder, so an immediate rerun runs both jobs (none "in use")."""
     import os
@@ -642,8 +642,8 @@ def _tiny_run(tmp_path: Path, name: str, *args: str):
 
 
 def test_scale_rewards_none_trains_a_scale_estimator_on_its_unscaled_advantage(tmp_path):
-    """Issue 48 §6: ``--trl.scale_rewards none`` with an estimator that has ``scale`` (grpo, agrae, …) is TRL's
-    Dr. GRPO setting: --dry-run called it valid and the run refused it after claiming the directory. The rule
+    """``--trl.scale_rewards none`` with an estimator that has ``scale`` (grpo, agrae, …) is TRL's Dr. GRPO
+    setting, and the dry run and the run agree on it. The rule
     (documented in grae.engines.trl): scale_rewards is the estimator's scale, in grae train as in GraeTrainer."""
     from grae.engines.trl import scale_from_trl
 
@@ -658,9 +658,9 @@ def test_scale_rewards_none_trains_a_scale_estimator_on_its_unscaled_advantage(t
 
 
 def test_a_reward_that_exits_or_hangs_ends_the_run_in_one_line(tmp_path, monkeypatch):
-    """Issue 48 §6: a reward function calling ``sys.exit(0)`` ended the run with exit 0 and no final/; one that
-    never returns hung grae train (GraeTrainer's reward_timeout was not exposed). Now both are the reward's
-    failure: on every sample, exit 1 with the RewardFunctionError line naming it; nothing is written as final."""
+    """A reward function calling ``sys.exit(0)``, and one that never returns (GraeTrainer's reward_timeout
+    bounds it), are both the reward's failure: on every sample, exit 1 with the RewardFunctionError line naming
+    it; nothing is written as final."""
     (tmp_path / "hostile_exit.py").write_text(
         "import sys, time\n"
         "def leaves(prompts, completions, **kwargs):\n    sys.exit(0)\n"
@@ -678,7 +678,7 @@ def test_a_reward_that_exits_or_hangs_ends_the_run_in_one_line(tmp_path, monkeyp
         assert not (tmp_path / name / "final").exists()
 
 
-# ---- studies/study_rows.py: every archive checked before anything is written (issue 48 §6) ----------------
+# ---- studies/study_rows.py: every archive checked before anything is written ----------------
 def _study_rows():
     import importlib.util
 

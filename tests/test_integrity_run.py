@@ -1,4 +1,4 @@
-"""Run integrity under concurrency, torn files and machine limits (issue 25 §2).
+"""Run integrity under concurrency, torn files and machine limits.
 
 Unit tests first (each well under a second), then end-to-end runs of the tiny model (marked slow):
 two ``grae train`` processes into one directory, a torn metrics log and a cut checkpoint on
@@ -291,7 +291,7 @@ def _file_list(checkpoint) -> None:
 
 
 def test_resume_passes_over_only_what_loses_nothing_trained(tmp_path):
-    """Issue 54 §1, with an older whole checkpoint kept: a newer one whose save never finished, or whose weights
+    """With an older whole checkpoint kept: a newer one whose save never finished, or whose weights
     are cut, is passed over in one line; one whose weights are whole but whose optimizer state is cut or gone is
     not trained over (resuming from the older one would rotate its weights away): refused, naming both."""
     pytest.importorskip("trl", reason="the train extra; `make test` installs it")

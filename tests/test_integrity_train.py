@@ -1,7 +1,7 @@
-"""Run integrity (issue 12): a result always belongs to the weights it names; one owner per run
+"""Run integrity: a result always belongs to the weights it names; one owner per run
 directory; bad settings stop before a model loads; signals and a full disk leave a resumable run.
 
-The three reproductions at the top of issue 12 are ``test_a_second_run_into_a_used_directory_is_refused``
+The three cases a result could be mixed up in: ``test_a_second_run_into_a_used_directory_is_refused``
 (stale ``after:`` pass@k), ``test_an_extended_run_re_evaluates`` and
 ``test_resume_never_picks_another_runs_checkpoint`` (mixed runs); ``inf`` rewards are in
 ``tests/test_trl_engine.py::test_an_inf_reward_is_dropped_and_the_run_goes_on``."""
@@ -96,7 +96,7 @@ def test_resume_never_picks_another_runs_checkpoint(model_dir, tmp_path):
     other, out = tmp_path / "other", tmp_path / "D"
     finish(grae_train(model_dir, other, "--max-steps", "4", "--save_steps", "2", "--eval.enabled", "false"))
     finish(grae_train(model_dir, out, "--max-steps", "2", "--save_steps", "2", "--eval.enabled", "false"))
-    # another run's newer checkpoint left in this run's folder (what TRL's rotation used to keep)
+    # another run's newer checkpoint left in this run's folder (what TRL's rotation can keep)
     shutil.copytree(other / "checkpoints" / "checkpoint-4", out / "checkpoints" / "checkpoint-4")
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     assert latest_complete_checkpoint(str(out / "checkpoints")).endswith("checkpoint-4")

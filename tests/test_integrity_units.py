@@ -1,4 +1,4 @@
-"""Run integrity (issue 12), the parts that need no training run: what counts as a full disk, identities
+"""Run integrity, the parts that need no training run: what counts as a full disk, identities
 of in-memory models, compare job folders, Ctrl-C outside training, paths printed literally."""
 
 from __future__ import annotations
@@ -152,8 +152,8 @@ def test_paths_print_literally(model_dir, tmp_path):
 
 
 def test_an_eval_directory_holds_one_models_results(model_dir, tmp_path):
-    """Another model's evaluation of *another task* into the same -o used to pass the per-file check and
-    leave summary.json naming the new model over the old model's results."""
+    """Another model's evaluation of *another task* into the same -o is refused: its own file would pass a
+    per-file check, and summary.json would name the new model over the old model's results. --overwrite replaces."""
     from grae.train.rundir import LOCK_FILE, claim
     from test_integrity_train import tree_digest
 

@@ -1,5 +1,5 @@
 """Why grae reads JSONL itself rather than through ``datasets.load_dataset("json", data_files=...)``
-(docs/tasks.md, issue 33 §7): its errors name the line and the fix; datasets' do not. If datasets' errors
+(docs/tasks.md): its errors name the line and the fix; datasets' do not. If datasets' errors
 ever name the line, this test fails and the docs' reason (and the reader) should be revisited."""
 
 from __future__ import annotations

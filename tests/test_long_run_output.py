@@ -1,4 +1,4 @@
-"""Issue 47 §6, §7, §9: a running study's status lines, third-party noise out of pipes, tables at 80 columns
+"""A running study's status lines, third-party noise out of pipes, tables at 80 columns
 in a pipe; final/ and the last checkpoint stored once, the run directory's size; the default thread count."""
 
 from __future__ import annotations

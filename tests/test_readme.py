@@ -1,4 +1,4 @@
-"""The README's code runs as printed (issue 33 §6): a README that drifts from the code fails here.
+"""The README's code runs as printed: a README that drifts from the code fails here.
 
 The marker convention (README.md "Documentation" says it too): the line right before a fenced ``bash``/``sh``
 or ``python`` block in a markdown file is an HTML comment, invisible on GitHub,

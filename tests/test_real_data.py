@@ -1,4 +1,4 @@
-"""Real data in, both ways (issue 23 §2): verl RL-schema parquet as a train and eval task, the round trip
+"""Real data in, both ways: verl RL-schema parquet as a train and eval task, the round trip
 through ``grae data export --format verl``, and hub benchmark names over local files of any schema
 variant. Fixtures: five real rows per file under tests/fixtures/real (see its README)."""
 

@@ -1,4 +1,4 @@
-"""Regime R2 (issue 21 §3-4): its split properties, the memorisation diagnostics and the checkpoint frontier."""
+"""Regime R2: its split properties, the memorisation diagnostics and the checkpoint frontier."""
 
 from __future__ import annotations
 

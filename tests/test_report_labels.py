@@ -1,5 +1,5 @@
 """``grae report``'s labels: inputs with the same name (``eval/a``, ``runs/a``) are told apart by the shortest
-path suffix instead of refused (issue 33 §6); an input given twice is still refused, naming ``--label``."""
+path suffix instead of refused; an input given twice is still refused, naming ``--label``."""
 
 from __future__ import annotations
 

@@ -510,7 +510,7 @@ def test_stats_keys():
 
 
 
-# --- verifier at batch scale (issue 12) -----------------------------------------------------------------------
+# --- verifier at batch scale -----------------------------------------------------------------------
 
 
 def test_identical_hostile_completions_cost_one_time_out():

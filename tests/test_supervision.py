@@ -1,4 +1,4 @@
-"""Issue 54 §2: a run that did not finish never exits 0. The supervisor (grae.supervision.supervisor) runs here
+"""A run that did not finish never exits 0. The supervisor (grae.supervision.supervisor) runs here
 over small stand-in training processes that speak its protocol (grae.supervision.beacon), each in a subprocess of
 its own (the supervisor makes its process the subreaper of what it starts); ``grae train`` itself under it:
 tests/test_train_run.py::test_a_reward_that_exits_or_forks_ends_the_run_non_zero_naming_it."""

@@ -1,5 +1,5 @@
-"""The base's temperature frontier F and each arm's signed distance Δ_F to it (issue 52 §4,
-grae.compare.temperature_frontier)."""
+"""The base's temperature frontier F and each arm's signed distance Δ_F to it
+(grae.compare.temperature_frontier)."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def test_shipped_checkpoint_is_partial_solver():
 
 
 def test_tiny_build_without_o_never_targets_the_shipped_checkpoint(tmp_path, monkeypatch):
-    """Issue 12: ``grae tiny build`` with no ``-o`` writes to the cache, not grae/assets/tiny."""
+    """``grae tiny build`` with no ``-o`` writes to the cache, not grae/assets/tiny."""
     from typer.testing import CliRunner
 
     import grae.tiny

@@ -1,5 +1,5 @@
 """Every fixed absolute tolerance in the tests scales with the values compared or says why it need not
-(issue 48 §4; the rule is in tests/tolerance_audit.py's docstring)."""
+(the rule is in tests/tolerance_audit.py's docstring)."""
 
 import os
 import sys

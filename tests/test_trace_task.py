@@ -1,4 +1,4 @@
-"""``chain_trace`` (gate v2, issue 45): chain_sum answered with every running total, verified whole."""
+"""``chain_trace`` (gate v2): chain_sum answered with every running total, verified whole."""
 
 from __future__ import annotations
 

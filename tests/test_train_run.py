@@ -20,7 +20,7 @@ from tiny_model import build_random_tiny  # noqa: E402
 
 SMALL = ["--task.train_size", "200", "--trl.per_device_train_batch_size", "16", "--trl.num_generations", "4",
          "--trl.max_completion_length", "6", "--eval.num_problems", "4", "--eval.n", "4", "--eval.batch_size", "16",
-         "--no-progress", "--continue-without-signal"]  # a random model: its base has no signal (issue 55 §2)
+         "--no-progress", "--continue-without-signal"]  # a random model: its base has no signal
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,7 @@ def test_resume_from_a_model_only_checkpoint_continues_the_lr_schedule(model_dir
 
 
 def test_tensorboard_gets_the_estimator_and_held_out_pass_at_k_beside_trls_own_logs(model_dir, tmp_path):
-    """``--trl.report_to tensorboard`` (issue 23 §6): grae's config as text and held-out pass@k before and
+    """``--trl.report_to tensorboard``: grae's config as text and held-out pass@k before and
     after training go into the event files TRL writes, under the run, not elsewhere."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -232,7 +232,7 @@ def two_step_run(model_dir, tmp_path_factory):
     return out
 
 
-#: issue 54 §1: each damage of the only checkpoint, and whether its weights survive it
+#: each damage of the only checkpoint, and whether its weights survive it
 DAMAGE = {
     "cut optimizer.pt": ("optimizer.pt", "truncate", "damaged (optimizer.pt: 100 bytes", True),
     "missing optimizer.pt": ("optimizer.pt", "remove", "damaged (optimizer.pt: missing)", True),
@@ -321,8 +321,8 @@ def forks_the_trainer(completions, **kwargs):
     ("forks_the_trainer", "reward function 'forks_the_trainer' forked the training process (os.fork()) and the copy"),
 ], ids=["os._exit(0)", "os.fork()"])
 def test_a_reward_that_exits_or_forks_ends_the_run_non_zero_naming_it(model_dir, tmp_path, reward, said):
-    """Issue 54 §2: ``os._exit(0)`` in a reward ended ``grae train`` with exit 0 and no line; a reward that forks
-    left copies of ``grae train`` training on and ignoring SIGTERM. Under the supervisor (grae.supervision) both
+    """``os._exit(0)`` in a reward, or a reward that forks copies of ``grae train`` training on and ignoring
+    SIGTERM: under the supervisor (grae.supervision) both
     end the run with exit 1 and one line naming the reward function; no final/, no process left behind."""
     (tmp_path / "hostile_rewards.py").write_text(HOSTILE_REWARDS)
     out = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""`grae train` takes what TRL users bring (issue 23 §5): a reward function by dotted path and a local
+"""`grae train` takes what TRL users bring: a reward function by dotted path and a local
 dataset with its own column names; a run with no signal says so in the log and the report (§4)."""
 
 from __future__ import annotations

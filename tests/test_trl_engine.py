@@ -230,7 +230,7 @@ def test_a_reward_function_failing_everywhere_stops_on_the_gathered_batch(model_
 
 
 def test_an_inf_reward_is_dropped_and_the_run_goes_on(model_dir, tmp_path):
-    """Issue 12's reproduction: one ``inf`` used to reach the estimator and stop training on step 1."""
+    """One ``inf`` reward is dropped before the estimator, so training goes on past step 1."""
     def inf_once(completions, **kwargs):
         return [math.inf if i == 0 else float(zlib.crc32(c.encode()) % 2) for i, c in enumerate(completions)]
 

@@ -1,4 +1,4 @@
-"""TRL's own GRPO recipes load in ``grae train`` as they are (issue 33 §1).
+"""TRL's own GRPO recipes load in ``grae train`` as they are.
 
 The fixtures (``tests/fixtures/trl_recipes/``, sources in its README) are TRL's documented ``trl grpo``
 configs. Each is parsed by TRL's own parser (``trl/scripts/grpo.py``'s ``make_parser``) and run through

@@ -1,4 +1,4 @@
-"""A completion cut at the token budget is not scored as answered (issue 54 §3): grae's task reward gives it 0.0,
+"""A completion cut at the token budget is not scored as answered: grae's task reward gives it 0.0,
 by TRL's own test of a cut completion, unless the task or the reward asks to score it (``score_truncated``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gate v3's second design, "the conflicting rare mode" (issue 52 §5): ``chain_trace`` with two process-verified
+"""Gate v3's second design, "the conflicting rare mode": ``chain_trace`` with two process-verified
 strategies chosen by the first token (``L`` running totals, ``G`` grouped sums), its ``totals`` filter, the exact p
 summed over both gold completions, and the ``trace-two-modes`` build recipe's SFT stream."""
 

@@ -744,8 +744,8 @@ def test_verls_padding_rows_never_enter_the_statistics(verl_api, name):
 
 
 def test_a_crash_between_verls_tracker_and_on_save_resumes_from_the_snapshot(verl_api, tmp_path):
-    """verl writes latest_checkpointed_iteration.txt, then calls on_save; dying in between used to leave a
-    checkpoint without estimator state. The per-step snapshot (written at the advantage call) fills it."""
+    """verl writes latest_checkpointed_iteration.txt, then calls on_save; dying in between would leave a
+    checkpoint without estimator state, but the per-step snapshot (written at the advantage call) fills it."""
     from grae.engines.verl import advantage
     from grae.engines.verl.checkpoint import GraeCheckpointCallback
 

@@ -48,8 +48,8 @@ def test_count_shapes_answers_by_hand():
 
 
 def test_count_shapes_labels_are_balanced_so_the_question_alone_does_not_answer():
-    """Issue 24 §2: the answer is drawn first, uniformly, so the text-only majority baseline is near 1 in 6
-    (the old generator's "0"/"1" by colour answered 45.5% blind), and every scene's answer is its count."""
+    """The answer is drawn first, uniformly, so the text-only majority baseline is near 1 in 6 (drawing the
+    shapes first, "0"/"1" by colour answers 45.5% blind), and every scene's answer is its count."""
     from collections import Counter
 
     from grae.tiny.vlm import text_only_chance
@@ -162,7 +162,7 @@ def test_grae_train_tiny_vlm_two_steps(tmp_path):
 
 
 def test_the_tiny_vlm_must_look_at_the_image_on_its_default_task(vlm):
-    """Issue 24 §2: on the default visual task the base beats the text-only majority baseline with the right
+    """On the default visual task the base beats the text-only majority baseline with the right
     image, and with the image blanked its greedy accuracy loses at least half of that gain (200 held-out
     scenes, greedy only: cheap)."""
     from grae.tiny.vlm import DEFAULT_VLM_TASK, vision_gap

@@ -1,4 +1,4 @@
-"""Images reach the training forward on every GraeTrainer loss path (issue 24 §1).
+"""Images reach the training forward on every GraeTrainer loss path.
 
 With the shipped tiny VLM and one generated batch of count_shapes scenes, each loss path — TRL's own
 loss for every ``loss_type`` (the per-row ones rescaled by grae), grae's loss under ``loss_agg_mode``

@@ -1,4 +1,4 @@
-"""Held-out pass@k reaches W&B (issue 33 §3): ``grae train --trl.report_to wandb`` in offline mode, then the
+"""Held-out pass@k reaches W&B: ``grae train --trl.report_to wandb`` in offline mode, then the
 run's transaction log (``run-<id>.wandb``) is read back and must hold ``heldout/before/pass@k`` at training
 step 0 and ``heldout/after/pass@k`` at the last step, with the values of ``eval/summary.json``.
 

@@ -1,4 +1,4 @@
-"""No silent zero signal (issue 23 §4) and progress/batch defaults a CPU user can see (§3, §6)."""
+"""No silent zero signal and progress/batch defaults a CPU user can see."""
 
 from __future__ import annotations
 

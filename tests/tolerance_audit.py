@@ -1,4 +1,4 @@
-"""Finds the float comparisons in test sources whose absolute tolerance is fixed and unexplained (issue 48 §4).
+"""Finds the float comparisons in test sources whose absolute tolerance is fixed and unexplained.
 
 A fixed absolute tolerance means the same thing on every CPU and thread count only when the compared values
 have a known, small scale (probabilities in float64, exact rationals, order-1 closed forms, rounded values). Any

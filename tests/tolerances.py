@@ -3,7 +3,7 @@
 A fixed ``atol`` holds on the machine it was tuned on: the same computation summed in another order (another
 CPU's vector width, another thread count) rounds differently by an amount proportional to the magnitudes
 involved, so an entry near 0 of a tensor whose scale is 60 can differ by 1e-5 relative to 60, far beyond a
-fixed 1e-5 (issue 48: one of 131,072 embedding-gradient entries, 5.4e-5 off where the tensor's max is 61.7, on
+fixed 1e-5 (seen: one of 131,072 embedding-gradient entries, 5.4e-5 off where the tensor's max is 61.7, on
 an Intel Xeon). :func:`assert_close_scaled` takes ``atol = rel × max |expected|``, so a tolerance means the
 same on every CPU and thread count.
 

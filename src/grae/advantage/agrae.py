@@ -47,8 +47,10 @@ there — grae follows the paper:
 * ω is the mean of per-group means rather than Eq. 11's mean over trajectories (equal only when
   all groups have the same size).
 
-Opt-in remedies for the ω → 0 loop (not in the paper; defaults off = the paper's formula; see
-shared research passk.md §4): ``floor`` s ≥ s_min on the positive factor s = min(1, ω/α);
+Opt-in remedies for the ω → 0 loop (not in the paper; defaults off = the paper's formula). The loop: a
+drop in ω lowers s, the update turns negative-dominant, mass flows to unsampled (mostly wrong) answers and ω
+drops further, and an all-wrong group gives zero advantage, so the state absorbs. ``floor`` s ≥ s_min on the
+positive factor s = min(1, ω/α);
 ``omega_ema`` β: s reads an exponential moving average ω̄_t = β ω̄_{t−1} + (1 − β) ω_t (ω̄_0 = ω_0,
 carried in the estimator state) instead of the batch ω; ``collapse_guard`` g: a batch with ω < g gets
 plain GRPO advantages Â (no rescaling, no suppression).

@@ -36,11 +36,10 @@ baseline is over the question's parsed samples. N counts answers of *training* b
 Sources. The equations above are the paper's (arXiv:2509.06941 v1): the historical bonus
 min{1, √(1/N(x, a))}, its two baselines UCB-Mean and UCB-Con, and the batch penalty
 −(1/n) Σ_{j≠i} 1{a_j = a_i}, with the bonus added to the GRPO advantage. An independent
-re-implementation from the paper agreed with this module to ≤ 1.7e-7 (issue 37). The defaults are the
+re-implementation from the paper agreed with this module to ≤ 1.7e-7. The defaults are the
 paper's hyper-parameters: c = 0.2, and b0 = 0.5 (its setting for medium-difficulty data; 1.0 for easy
-data). grae found no released code. Shared notes: /work/shared/research/passk.md ("Outcome-based
-exploration"). ``tests/test_outcome_explore.py`` checks the implementation against a plain-Python loop
-of the equations above.
+data). grae found no released code. ``tests/test_outcome_explore.py`` checks the implementation against a
+plain-Python loop of the equations above.
 
 Context: ``answer_id`` (both modes) and ``prompt_key`` (the historical counts; the batch mode reads
 the group structure only). State (historical): ``counts`` {prompt_key: {answer_id: N}}, ``step``.

@@ -17,20 +17,20 @@ every sample's score is multiplied::
 
 with G the group size and β = 0.25 (the release's scripts). With binary rewards only the correct
 samples change, but their factor depends on where the *wrong* samples fall in the likelihood order.
-Worked example (the issue's): r = [0, 1, 1, 0], logp = [−0.1, −0.5, −1, −2] → ρ = [3, 2, 1, 0],
+Worked example: r = [0, 1, 1, 0], logp = [−0.1, −0.5, −1, −2] → ρ = [3, 2, 1, 0],
 factors [0.8125, 0.875, 0.9375, 1], r̃ = [0, 0.875, 0.9375, 0], A = [−0.8650, 0.8053, 0.9247, −0.8650]
 (``tests/test_estimator_context.py`` checks these digits against a loop written from this procedure).
 
-``rank_over="correct"`` — **grae's earlier reading** of §4, kept for comparison with runs made before
+``rank_over="correct"`` — **an alternative reading** of §4, kept for comparison with runs made with it
 (not the authors' code). Only the correct samples (r_i > 0) are ranked, among themselves, likeliest
 first, and only they are shaped::
 
     r̃_i = r_i · (1 − β · (G − k_i) / G)     for correct i (k_i ∈ {0, …, c − 1}, likeliest = 0), r̃_i = r_i otherwise
 
 so the likeliest correct sample gets 1 − β and the least likely 1 − β (G − c + 1)/G. On the example
-above it gives [−0.8646, 0.7955, 0.9338, −0.8646] (issue 37 quotes 0.796 for 0.79547). The two readings
+above it gives [−0.8646, 0.7955, 0.9338, −0.8646]. The two readings
 give the same advantages when every sample of a group is correct (their r̃ then differ by the constant
-β/G, which GRPO removes) and differ in mixed groups (largest difference 0.355, median 0.056, per the issue).
+β/G, which GRPO removes) and differ in mixed groups (by up to 0.355 in an advantage, median 0.056).
 
 Where grae departs from the release in both readings: samples with equal log-probs get the mean of the
 ranks they span (the release's ``argsort`` orders ties by position, so its result depends on the

@@ -5,7 +5,9 @@
 * :mod:`grae.compare.stats` — the crossed seeds × problems interval, paired differences, Holm.
 * :mod:`grae.compare.results` — a study's results gathered once into one table (``summary.json`` → ``results``).
 * :mod:`grae.compare.report` — report.md, summary.json and PNG plots rendered from that table
-  (:mod:`grae.compare.training`: the training-log sections; :mod:`grae.compare.frontier`: the frontier).
+  (its sections: :mod:`grae.compare.report_header`, :mod:`grae.compare.report_budget`,
+  :mod:`grae.compare.report_tables`, :mod:`grae.compare.training` for the training logs and
+  :mod:`grae.compare.frontier` for the frontier).
 """
 
 from grae.compare.grid import CompareConfig, Job, load_compare_config

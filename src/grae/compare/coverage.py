@@ -43,7 +43,7 @@ SCENARIOS = (
     Scenario("seeds strongly dominate, 3 seeds", seeds=3, sigma_seed=1.0, sigma_interaction=0.1),
 )
 
-#: studies below the 3 seeds a verdict needs (grae.compare.report's pilot banner quotes their coverage)
+#: studies below the 3 seeds a verdict needs (grae.compare.report_header's pilot banner quotes their coverage)
 PILOT_SCENARIOS = (
     Scenario("seed-dominated, 2 seeds", seeds=2, sigma_seed=0.5, sigma_interaction=0.2),
     Scenario("seeds strongly dominate, 2 seeds", seeds=2, sigma_seed=1.0, sigma_interaction=0.1),

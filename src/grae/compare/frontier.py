@@ -1,4 +1,4 @@
-"""Checkpoint frontiers (issue 21 §4): every method's (pass@1, pass@k_max) path over training.
+"""Checkpoint frontiers: every method's (pass@1, pass@k_max) path over training.
 
 A method that ends with a higher pass@k_max than GRPO but a lower pass@1 may only have trained less:
 GRPO stopped early could have had the same point. So compare evaluates every job at chosen fractions

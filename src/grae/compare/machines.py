@@ -1,4 +1,4 @@
-"""Studies block by machine (issue 45 §4): every arm of a seed should train on one machine kind, so that a
+"""Studies block by machine: every arm of a seed should train on one machine kind, so that a
 paired arm − baseline difference compares like with like, and the report prints the machine × arm interaction.
 
 A job records what trained it (``eval/summary.json`` → ``device``, grae.train.run.device_label, e.g.

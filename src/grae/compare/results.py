@@ -1,4 +1,4 @@
-"""A study's results, gathered once into one typed table (issue 35 §1): :class:`StudyResults`.
+"""A study's results, gathered once into one typed table: :class:`StudyResults`.
 
 :func:`gather` reads a finished study's run directory once — every job's final held-out counts (exact
 or sampled), its training log (the per-step series the report reads), budget and memorisation
@@ -105,12 +105,12 @@ class JobResult:
     #: the machine's load its wall time ran under (``eval/summary.json``'s ``load``, grae.train.run.load_label)
     load: str | None = None
     #: the summed ``step_time`` of every logged step (``metrics.jsonl``: each process's steps); None in tables
-    #: from before issue 45
+    #: that do not record it
     logged_seconds: float | None = None
 
     @property
     def resumed_uncounted(self) -> bool:
-        """A run resumed before grae counted an earlier process's time in ``train_seconds`` (4baee37): its
+        """A run resumed before grae counted an earlier process's time in ``train_seconds``: its
         logged steps took longer than ``train_seconds`` says."""
         return self.logged_seconds is not None and self.logged_seconds > self.train_seconds
 
@@ -138,7 +138,7 @@ class FrontierCheckpoint:
     shared: list[int]
     passk: dict[int, Interval]
     #: the baseline's checkpoints only: each seed's per-problem counts (the frontier distance's cells,
-    #: grae.compare.rules.frontier_distance); None for the other methods and in tables from before issue 45
+    #: grae.compare.rules.frontier_distance); None for the other methods and in tables that lack them
     counts: dict[int, ProblemCounts] | None = None
 
 

@@ -20,7 +20,7 @@ binds whenever the smaller is below MS_resid, which without a seed effect is hal
 and no seed effect, paired pass@1/16/256 covered 0.961 / 0.969 / 0.981 with the larger floor against
 0.946 / 0.955 / 0.969 with the smaller (bench/bench_interval_coverage.py). The smaller part binds only
 where both variance components are estimated negative, and then keeps V positive at the scale of a
-one-way estimate. (This docstring said "the larger" until issue 36; the code always took the smaller.)
+one-way estimate.
 The interval is mean ± t_ν·√V with
 Satterthwaite's degrees of freedom ν: ≈ S − 1 when seeds dominate, ≈ P − 1 when they do not, so it
 is neither the too-narrow normal interval at 3–5 seeds nor the too-wide t_{S−1} when seeds agree.

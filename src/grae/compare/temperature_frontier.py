@@ -1,4 +1,4 @@
-"""The base model's temperature frontier, a reference for every trained arm (issue 52 §4).
+"""The base model's temperature frontier, a reference for every trained arm.
 
 Sampling the base at a lower temperature sharpens it: pass@1 rises, large-k coverage falls. Traced exactly over a
 grid of temperatures (teacher-forced gold probability p_T per held-out problem, :func:`grae.eval.gold.gold_probs`;

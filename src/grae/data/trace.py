@@ -5,13 +5,13 @@ The completion writes the value after each operator, left to right: ``12 + 45 - 
 line is the whole trace (whitespace-normalised), so a correct final answer reached through a wrong running total
 scores 0 — process-verified correctness as in Zhang, Neubig & Yue (2025), "On the interplay of pre-, mid-training
 and RL". With m running totals, a guesser that knows each total to within ± w succeeds with probability
-(2w + 1)^−m, so pass@k at large k measures computation, not a near-miss distribution (issue 45, gate v2 b).
+(2w + 1)^−m, so pass@k at large k measures computation, not a near-miss distribution.
 
 Splits, seeds and strata are ``chain_sum``'s (the same held-out questions for the same generator parameters).
 ``generator="chain_range"`` draws the operands from ``[0, max_value]`` instead of by digit count (:class:`ChainRange`),
 so difficulty varies continuously with the operands' size instead of jumping from 1-digit to 2-digit chains.
 
-Two strategies (``strategies="two"``, issue 52 §5, "the conflicting rare mode"): the completion's first token names
+Two strategies (``strategies="two"``, "the conflicting rare mode"): the completion's first token names
 how it computes, and the verifier accepts either complete, correct trace (every number checked):
 
 * ``L`` — left to right, every running total: ``4 + 7 + 12 - 11 - 18 =`` is answered ``" L 11 23 12 -6"``;

@@ -6,7 +6,7 @@ questions), small enough for the embedded tiny VLM (``grae tiny build --vlm``) t
 * ``count_shapes`` — "How many red shapes?" (or, for a share ``any_share`` of the scenes, "How many
   shapes?") over squares and discs of three colours scattered on a white canvas. The answer is uniform
   over its range given the question (0–``max_shapes`` for a colour, 1–``max_shapes`` for all shapes), so
-  the question text alone answers no better than about 1 in 6: the image is needed (issue 24 §2).
+  the question text alone answers no better than about 1 in 6: the image is needed.
 * ``bar_value`` — a bar chart of three coloured bars on a grid; "What is the value of the green bar?"
   answer 1–``max_value``.
 
@@ -144,7 +144,7 @@ class VisualTask(Task):
 class CountShapes(VisualTask):
     """Count the shapes of one colour, or all of them.
 
-    Labels are balanced (issue 24 §2): a colour question first draws its answer ``a`` uniformly from
+    Labels are balanced: a colour question first draws its answer ``a`` uniformly from
     0 … ``max_shapes``, then ``b`` shapes of the other two colours (``a + b`` between 1 and ``max_shapes``);
     "How many shapes?" draws its answer uniformly from 1 … ``max_shapes``. The question text alone then
     predicts the answer no better than 1 / (``max_shapes`` + 1) or 1 / ``max_shapes`` (the text-only

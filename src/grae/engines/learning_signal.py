@@ -1,4 +1,4 @@
-"""Steps without learning signal, said while they happen (issue 33 §4).
+"""Steps without learning signal, said while they happen.
 
 A GRPO-family step learns only from advantages. When no group of its batch has non-zero advantage mass
 (``grae/adv_pos_mass`` + ``grae/adv_neg_mass`` = 0, :func:`grae.metrics.batch_diagnostics`) — with GRPO, when

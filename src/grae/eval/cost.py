@@ -1,4 +1,4 @@
-"""What a ``grae eval`` run will cost, said before it generates (issue 33 §2).
+"""What a ``grae eval`` run will cost, said before it generates.
 
 ``grae eval MODEL`` with its defaults on MATH-500 is 500 problems × n = 256 = 128,000 samples of up to
 4,096 tokens: hours on a GPU, weeks on a CPU. Before the first generate call :func:`estimate` counts the

@@ -1,6 +1,6 @@
 """Memorisation diagnostics of a run: the train vs held-out gap and the answer-leakage rate.
 
-A regime in which RL narrows held-out pass@k only because it memorises its training set (issue 21,
+A regime in which RL narrows held-out pass@k only because it memorises its training set (regime
 R1: 64 problems × 100 epochs) shows two signatures, both cheap to compute from what a run writes:
 
 * **train vs held-out gap** — pass@1 on the training batches (the batch mean reward over the last 10 %

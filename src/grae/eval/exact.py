@@ -25,7 +25,7 @@ Before that, ``grae eval`` refuses a task with more than :data:`DEFAULT_EXACT_MA
 answers per problem (``--exact-max-candidates`` raises it): reasoning-gym's default ``chain_sum`` has
 109,990, hours of teacher forcing even on the tiny model.
 
-Reference policies (issue 21 §2), computed exactly from the same rows:
+Reference policies, computed exactly from the same rows:
 
 * **format-only oracle**: the model with all mass outside the enumerated answer format removed and
   renormalised, ``p / mass`` per problem;

@@ -1,4 +1,4 @@
-"""``grae train`` as a supervised process (issue 54 §2): a run that did not finish never exits 0.
+"""``grae train`` as a supervised process: a run that did not finish never exits 0.
 
 :mod:`.supervisor` is the parent ``grae train`` becomes: it starts the training process, forwards signals to it,
 watches what :mod:`.beacon` tells it from there (the reward function being called, the run's own exit), and turns

@@ -26,7 +26,7 @@ once (a second Ctrl-C still stops at once); at a terminal the child's group is m
 reaches it directly and it can read the terminal, and Ctrl-Z suspends both.
 
 Cost: one more Python process (no torch: 17 MB, 0.05-0.14 s to start) and two pipe writes per reward call
-(4.6 µs); an 8-step tiny run took the same time with and without it (docs/reliability.md, issue 54).
+(4.6 µs); an 8-step tiny run took the same time with and without it (docs/reliability.md).
 ``GRAE_SUPERVISOR_FD=none`` runs ``grae train`` without one (a process manager that watches it itself).
 """
 

@@ -76,9 +76,9 @@ class TinyRecipe:
     tokenizer_corpus_per_task: int = 2000
     save_dtype: str = "float32"
     #: what the SFT completion holds: ``"final"`` (the answer alone), ``"trace"`` (``chain_sum`` only: every
-    #: running total, the ``chain_trace`` task's gold completion; gate v2, issue 45) or ``"two_modes"`` (the
+    #: running total, the ``chain_trace`` task's gold completion; gate v2) or ``"two_modes"`` (the
     #: ``chain_trace`` task with ``strategies="two"``: a ``G`` trace with probability ``grouped_share`` on any chain,
-    #: else an ``L`` trace on the next chain whose running totals stay in [0, 99]; issue 52 §5)
+    #: else an ``L`` trace on the next chain whose running totals stay in [0, 99]; gate v3)
     answer_style: str = "final"
     #: ``answer_style="two_modes"``: the share of SFT targets that are ``G`` traces
     grouped_share: float = 0.12
@@ -207,10 +207,10 @@ RANGE_TASK_KWARGS: dict[str, Any] = dict(min_terms=4, max_terms=5, max_value=30)
 RECIPES: dict[str, dict[str, Any]] = {
     "v2": {},
     "ladder": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0),
-    # The testbed gate's first attempt (issue 36, studies/design/gate_r3.yaml): the ladder model with its SFT
+    # The testbed gate's first attempt (studies/design/gate_r3.yaml): the ladder model with its SFT
     # learning rate held at its peak after warm-up instead of annealed (``min_lr_ratio=1.0``). R2's annealed
     # base degraded under GRPO at lr 1e-4 within 250 steps; a constant-lr SFT base tolerated 1e-4 and gained
-    # pass@1 in the CPU feasibility probe (../shared/research/cpu.md §5).
+    # pass@1 in a CPU feasibility probe.
     "ladder-const": dict(task_kwargs=LADDER_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, calib_steps=0,
                          min_lr_ratio=1.0),
     # Attempt 2 (studies/design/gate_r4.yaml): the ladder model (stage 1 = tiny-ladder) plus a stage 2 in which
@@ -233,7 +233,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "trace-range": dict(task="chain_range", task_kwargs=RANGE_TASK_KWARGS,
                         heldout_params=dict(heldout_size=600, heldout_strata=["num_terms"]), calib_steps=0,
                         answer_style="trace"),
-    # Gate v3, design 2, "the conflicting rare mode" (issue 52 §5): `trace-range` with two process-verified
+    # Gate v3, design 2, "the conflicting rare mode": `trace-range` with two process-verified
     # strategies chosen by the first token (the chain_trace task with strategies="two"). 88 % of the SFT targets are
     # L traces (running totals), on chains whose totals stay in [0, 99] only; 12 % are G traces (grouped sums), on
     # any chain, so on excursion chains (a running total outside [0, 99]) only G is ever shown. SFT skips the first

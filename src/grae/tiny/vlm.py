@@ -45,7 +45,7 @@ class TinyVLMRecipe(TinyRecipe):
 
     image_size: int = 32
     #: 8-pixel patches, one per cell of count_shapes' 4 × 4 grid: 16 patches + the class token = 17 image
-    #: tokens per prompt (16-pixel patches, 5 tokens, never learned to look: issue 24 §2)
+    #: tokens per prompt (16-pixel patches give 5 tokens, too few: the model never learned to look)
     patch_size: int = 8
     vision_hidden: int = 96
     vision_intermediate: int = 192

@@ -372,7 +372,7 @@ def snapshot_path(out: str | Path, step: int) -> Path:
 class Snapshots(TrainerCallback):
     """Keeps the model (weights + tokenizer/processor, no optimiser state) at the training steps in
     ``steps``, under ``<run>/snapshots/step-N`` — the checkpoints of a compare frontier
-    (``grae.compare``, issue 21 §4). TRL's rotating ``checkpoints/`` (``save_total_limit``) never
+    (``grae.compare``). TRL's rotating ``checkpoints/`` (``save_total_limit``) never
     deletes them. A snapshot is written whole or not at all (``.partial`` then rename) and an existing
     one (a resumed run) is kept, and one with non-finite weights is never written. Only the main process
     writes."""

@@ -1,4 +1,4 @@
-"""Defaults that fit the model and the data (issue 47 §1).
+"""Defaults that fit the model and the data.
 
 The embedded default (``configs/default.yaml``: 500 steps at learning rate 2e-5, completions and held-out
 answers of at most 8 tokens, 200 held-out problems × 64 samples) is the shipped tiny model's. It is the base

@@ -1,4 +1,4 @@
-"""What ``grae train`` reads of a model before its weights: the config and the tokenizer (issue 47 §3).
+"""What ``grae train`` reads of a model before its weights: the config and the tokenizer.
 
 :func:`tokenizer_problem` loads both from the local directory or the hub cache (never the network) and says in
 one line why training would stop on them: no loadable tokenizer, or chat prompts for a tokenizer without a

@@ -1,4 +1,4 @@
-"""Which checkpoint ``grae train --resume`` continues from, or why it refuses (issue 54 §1).
+"""Which checkpoint ``grae train --resume`` continues from, or why it refuses.
 
 A resume continues from the newest *whole* checkpoint of the run: marked complete, every file its marker
 lists there with its size and its content (sha256), nothing cut, the weights finite, and the marker listing what

@@ -2,7 +2,7 @@
 
 On a CPU, torch's default is one OpenMP thread per core. OpenMP threads wait for each other at every
 parallel region by spinning, so when another process holds one of the cores each region waits for a thread
-that is not running: on this project's 2-core machine, with other processes busy, the tiny default's step took
+that is not running: on a 2-core machine with other processes busy, the tiny default's step took
 9.7–13.8 s at 2 threads and 1.5–1.7 s at 1 thread (``bench/bench_threads.py``; docs/tiny.md, "Threads"), while
 2 threads gain ≈ 20 % on an idle machine. So on a CPU grae uses :data:`DEFAULT_CPU_THREADS` unless told otherwise:
 ``--threads N``, or ``OMP_NUM_THREADS`` in the environment (``grae compare`` sets it per job). On a GPU

@@ -1,4 +1,4 @@
-"""The decision rules a study can name (study key ``rule:``; issue 37 §3, issue 45 §4), one package:
+"""The decision rules a study can name (study key ``rule:``), one package:
 
 * :mod:`~grae.compare.rules.spec` — each rule's keys, types and study-level checks, read when a study loads
   (it imports no statistics, so ``grae.compare.grid`` can sit above it);

@@ -1,4 +1,4 @@
-"""The rule ``non_inferior_every_k`` (study key ``rule:``; issue 37 §3): is one arm at least as good as the
+"""The rule ``non_inferior_every_k`` (study key ``rule:``): is one arm at least as good as the
 baseline at every k? A pure function of the study's table, beside :mod:`grae.compare.rules.keeps_passk`.
 
 ``rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3,

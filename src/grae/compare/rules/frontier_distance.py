@@ -1,5 +1,5 @@
 """The distance of an arm above the baseline's checkpoint frontier at equal pass@1, per seed × problem, so that
-it gets the report's crossed seeds × problems interval (issue 45 §4).
+it gets the report's crossed seeds × problems interval.
 
 The frontier is the baseline's path in the (pass@1, pass@k) plane: the base model (0 %), then each checkpoint,
 ordered by pass@1 (the means over seeds and problems), linear between them and flat beyond its ends — as

@@ -1,4 +1,4 @@
-"""The per-arm rule ``keeps_passk`` (study key ``rule:``; issue 37 §3, issue 45 §4), a pure function of the
+"""The per-arm rule ``keeps_passk`` (study key ``rule:``), a pure function of the
 study's table.
 
 ``rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}`` decides, for every
@@ -28,7 +28,7 @@ are printed at its step's level 1 − a, so:
   would move the undecided bound past its margin if the mean and the variance components stayed as
   measured (:func:`grae.compare.rules.common.needed`).
 
-``frontier_test: point`` is the rule as studies pre-registered it before issue 45 (studies/design/decisive_r4.yaml):
+``frontier_test: point`` is the rule as studies/design/decisive_r4.yaml pre-registered it:
 the frontier is a point comparison (d_F's mean > 0), not a criterion under Holm (p_arm = max(p₁, p₂)); a
 keeps whose point lies above the frontier but whose d_F interval does not is then inconclusive in neither
 direction, and d_F's interval is printed beside the decision.
@@ -111,8 +111,8 @@ def baseline_checkpoints(results: StudyResults, fractions: list[float]) -> list[
     missing = [f for f in fractions if by_f[f].counts is None]
     if missing:
         raise RuleError("rule.keeps_passk: the frontier test's interval needs the baseline's checkpoint counts per seed, "
-                        "which this table (written before issue 45) lacks; re-render from the rows: grae compare "
-                        "CONFIG --report-only")
+                        "which this table (written by a grae that did not record them) lacks; re-render from the rows: "
+                        "grae compare CONFIG --report-only")
     return [by_f[f].counts for f in fractions]
 
 
@@ -125,7 +125,7 @@ def decide(results: StudyResults) -> RuleOutcome:
     k = int(spec["k"])
     m1, m2 = spec["pass1_margin_vs_baseline"] / 100, spec["passk_margin_vs_base"] / 100
     # a loaded study's rule always names its test (rules.spec.check_keeps); a table's rule without one was written
-    # before issue 45, when the frontier test was the point comparison
+    # when the point comparison was the only frontier test
     test, m_f = spec.get("frontier_test", "point"), spec.get("frontier_margin", 0) / 100
     base = results.base
     if base is None:

@@ -48,7 +48,7 @@ MIN_SEEDS_KEY = RuleKey(False, "an integer >= 1: fewer seeds per arm make the re
 
 #: how keeps_passk reads "above the baseline's frontier": ``interval`` (the distance's crossed interval has its
 #: lower bound above ``frontier_margin``, a criterion under Holm; grae.compare.rules.frontier_distance) or
-#: ``point`` (the distance's point above 0, the rule as studies before issue 45 pre-registered it; the interval
+#: ``point`` (the distance's point above 0, the rule as studies/design/decisive_r4.yaml pre-registered it; the interval
 #: is printed beside it)
 FRONTIER_TESTS = ("interval", "point")
 
@@ -63,7 +63,7 @@ KEEPS_PASSK_KEYS = {
     "frontier_margin": RuleKey(False, "points, e.g. 0 (the default): the distance above the baseline's frontier at "
                                       "equal pass@1 must have its lower bound above it"),
     "frontier_test": RuleKey(False, "'interval' (the default: the distance's lower bound > frontier_margin) or 'point' "
-                                    "(its point > 0, as pre-registered before issue 45)", "test"),
+                                    "(its point > 0, as decisive_r4.yaml pre-registered it)", "test"),
     "temperature_frontier_margin": RuleKey(False, "points, e.g. 0: Δ_F, the arm's pass@k above the base's temperature "
                                                   "frontier at equal pass@1, must have its lower bound above it (needs "
                                                   "paired_against: temperature_frontier)"),

@@ -1,5 +1,5 @@
 """GraeTrainer's own arguments, checked when it is built: each refusal names the argument, what it got and what
-it takes, before TRL builds anything (issue 54 §5). ``grae train`` checks the same keys with these functions
+it takes, before TRL builds anything. ``grae train`` checks the same keys with these functions
 (:func:`grae.train.config.validate`), so a library user and a recipe are refused alike.
 
 Without these, a wrong value surfaced far from its cause: ``estimator_params=[1]`` as "'list' object is not a

@@ -1,8 +1,8 @@
 """``python -m grae.engines.verl.main <Hydra overrides>``: verl's ``main_ppo`` with grae's keys checked first.
 
 Hydra accepts any key under ``+algorithm.grae.*`` and verl's ``validate_config`` does not look at it,
-so an estimator-parameter typo (``+algorithm.grae.alhpa=0.5``) used to surface only when the first
-advantage was computed — after Ray, FSDP and vLLM had started. This entry point composes verl's own
+so under plain ``main_ppo`` an estimator-parameter typo (``+algorithm.grae.alhpa=0.5``) surfaces only when the first
+advantage is computed — after Ray, FSDP and vLLM had started. This entry point composes verl's own
 ``ppo_trainer`` config with the same overrides, validates ``algorithm.grae`` against the chosen
 estimator (:func:`check_config`; one line naming the key, exit 2), then runs verl's ``main_ppo``
 unchanged. The recipes in ``examples/verl/`` launch through it; any ``main_ppo`` command line works
