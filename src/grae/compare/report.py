@@ -22,13 +22,13 @@ import numpy as np
 
 from grae.compare.frontier_report import frontier_lines, frontier_points, plot_frontier
 from grae.compare.grid import CompareConfig
+from grae.compare.mechanism_report import mechanism_section
 from grae.compare.report_budget import budget_lines, heldout_line
 from grae.compare.report_header import heading_lines, pilot_reason, rule_outcome
 from grae.compare.report_tables import base_passk, exact_sampled_lines, heldout_table, paired_sections
 from grae.compare.results import INVOCATIONS, StudyResults, gather, write_summary
 from grae.compare.stats import Interval, method_passk
 from grae.compare.summary import plain_summary, training_summary
-from grae.compare.mechanism_report import mechanism_section
 from grae.compare.temperature_report import temperature_section
 from grae.compare.training import dynamics_lines, plot_dynamics, update_allocation
 from grae.eval.report import line_colors, plot_passk_curves
