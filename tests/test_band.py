@@ -195,9 +195,9 @@ def test_the_band_task_trains_on_the_band_alone_with_the_tasks_own_examples_and_
 
 @pytest.mark.parametrize("override,field", [
     ({"task.params": {**PARAMS, "max_digits": 1}}, "task.params.max_digits: .* was scored with 2, this run has 1"),
-    # a flag's task.params merges key by key into the base's (grae.train.resolve); naming the task starts them from {}
-    ({"task.name": TASK, "task.params": {k: v for k, v in PARAMS.items() if k != "prompt_style"}},
-     "task.params.prompt_style: .*'<unset>'"),
+    # a flag's task.params merges key by key into the base's (grae.train.resolve), the task restated or not
+    ({"task.name": TASK, "task.params": {**PARAMS, "prompt_style": "chat"}},
+     "task.params.prompt_style: .* was scored with 'plain', this run has 'chat'"),
     ({"task.name": "chain_trace", "task.params": {}}, "task.name: .* was scored on task 'chain_sum'"),
 ])
 def test_grae_train_refuses_a_band_of_another_task_naming_the_field(band_file, override, field):
