@@ -192,7 +192,7 @@ def test_two_level_bootstrap_and_pairing():
 
 def _per_problem_pass1(path) -> dict[str, float]:
     labels: dict[str, list[bool]] = {}
-    for line in path.read_text().splitlines():
+    for line in filter(None, path.read_text().split("\n")):  # JSONL rows end at "\n" only: a response may hold U+0085
         row = json.loads(line)
         labels.setdefault(row["question_id"], []).append(bool(row["label"]))
     return {q: float(np.mean(v)) for q, v in labels.items()}
