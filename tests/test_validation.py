@@ -1,4 +1,4 @@
-"""Validation before any model loads (issue 25 §1, §3): every number checked for type, finiteness and
+"""Validation before any model loads: every number checked for type, finiteness and
 range; TRL's conventions (flat GRPOConfig keys, bare flags, TRL recipe YAML); --help generated from the
 schema; one line and exit 2, never a traceback, for bad values in every command."""
 
