@@ -241,6 +241,13 @@ RECIPES: dict[str, dict[str, Any]] = {
     "trace-two-modes": dict(task="chain_range", task_kwargs=RANGE_TASK_KWARGS,
                             heldout_params=dict(heldout_size=600, heldout_strata=["num_terms"]), calib_steps=0,
                             answer_style="two_modes", grouped_share=0.12, heldout_draws=20_000),
+    # Gate v3, design 3, "a rare mode with real mass": `trace-two-modes` with G on 30 % of the SFT targets and 2,000
+    # steps (about 38k G and 90k L targets). Excursion chains are solved through G only; design 2's base (11.7k G
+    # targets) solved them almost never, and a power law through probe builds puts excursion pass@64 of 25 % at about
+    # 31k G targets (../shared/research/passk.md §0000).
+    "trace-two-modes-g30": dict(task="chain_range", task_kwargs=RANGE_TASK_KWARGS,
+                                heldout_params=dict(heldout_size=600, heldout_strata=["num_terms"]), calib_steps=0,
+                                answer_style="two_modes", grouped_share=0.3, sft_steps=2000, heldout_draws=20_000),
     "trace-long": dict(task_kwargs=TRACE_TASK_KWARGS, heldout_params=LADDER_HELDOUT_PARAMS, answer_style="trace",
                        calib_steps=1500, label_noise=0.0, calib_lr=1e-3, calib_warmup_steps=50,
                        calib_min_lr_ratio=0.1),
