@@ -302,7 +302,10 @@ def check_gate_v3_design(path, builds: str, scratch) -> None:
     from gate_v3 import merged
 
     design = yaml.safe_load(path.read_text())
-    if "pregate" in design:  # a gate: its pre-gate design exists and it names its seeds
+    if isinstance(design.get("pregate"), dict):  # design 3: its pre-gate's arms and its gate in one file
+        assert len(design["pregate"]["seeds"]) >= 2 and len(design["gate"]["seeds"]) >= 4, path
+        configs = {arm: merged(design["train"], over or {}) for arm, over in design["pregate"]["arms"].items()}
+    elif "pregate" in design:  # a gate: its pre-gate design exists and it names its seeds
         assert (path.parents[2] / design["pregate"]).exists() and len(design["seeds"]) >= 4, path
         configs = {"train": design["train"]}
     else:

