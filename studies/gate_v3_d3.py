@@ -429,7 +429,8 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
     train_task = task_of(design)
     masks = strata_masks(design, heldout)
     inst = json.loads((out_dir(design) / "instrument.json").read_text())
-    k_l = {name: inst["strata"][name]["k_L"] or 64 for name in design["strata"]}
+    k_l = {name: inst["strata"][name]["k_L"] or gate["k_fallback"] for name in design["strata"]}
+    guess_proof = {name: inst["strata"][name]["k_L"] is not None for name in design["strata"]}
     temps = [float(t) for t in design["temperatures"]]
     t_probs = band_train_examples(design, design["temperature_problems"])
     band_held = band_holdout(design)
@@ -526,7 +527,7 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
         mass[label] = mass_rows(rows, masks)
     mass[f"GRPO step {gate['max_steps']}"] = mass_rows(finals, masks)
     minutes = [float((runs[s] / "cpu_seconds").read_text()) / 60 for s in done]
-    result = {"seeds_done": done, "complete": complete, "k_L": k_l, "frozen_arm": gate_config(design, 0)["trl"],
+    result = {"seeds_done": done, "complete": complete, "k_L": k_l, "guess_proof": guess_proof, "frozen_arm": gate_config(design, 0)["trl"],
               "base_fingerprint": weights_fingerprint(ASSET), "criteria": deltas, "rare_verdicts": verdicts,
               "curves": curves, "delta_F": frontier_d, "best_T_vs_best_T_pass1": best_vs_best,
               "best_t": {"base": base["best_t"], **{str(s): finals[s]["best_t"] for s in done}},
@@ -573,8 +574,9 @@ def gate_markdown(design: dict[str, Any], r: dict[str, Any], ks) -> str:
                   f"Cost: {sum(r['core_minutes']):.1f} core-minutes for {len(seeds)} runs.", ""]
     lines += [f"Base `{PRESET}` ({r['base_fingerprint']}); seeds {', '.join(map(str, seeds))}; "
               f"{design['gate']['max_steps']} steps at the frozen arm; exact pass@k on the 600 held-out problems; "
-              "crossed seeds × problems 95 % intervals; k_L per stratum from the instrument: "
-              + ", ".join(f"{s} {k}" for s, k in r["k_L"].items()) + ".", "",
+              "crossed seeds × problems 95 % intervals; k per stratum: "
+              + ", ".join(f"{s} {k}" + ("" if r["guess_proof"][s] else " (no k_L: not guess-proof, the design's "
+                                         "fallback k)") for s, k in r["k_L"].items()) + ".", "",
               "| criterion (pre-registered) | Δ GRPO − base | verdict |", "|---|---|---|",
               f"| N: {rare} pass@{r['k_L'][rare]} | {crit('N')} | {r['rare_verdicts']['N'] or '—'} |",
               f"| N256: {rare} pass@256 | {crit('N256')} | {r['rare_verdicts']['N256'] or '—'} |",
