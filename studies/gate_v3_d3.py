@@ -457,7 +457,7 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
     for s in done:
         write_logs(out / "logs", f"grpo_s{s}", runs[s])
     finals = {s: measured(f"seed{s}", str(runs[s] / "final")) for s in done}
-    mids = {s: measured(f"seed{s}@{c}", str(runs[s] / "snapshots" / f"step-{c}"))
+    mids = {(s, c): measured(f"seed{s}@{c}", str(runs[s] / "snapshots" / f"step-{c}"))
             for s in done for c in gate["checkpoints"]}
     base_parts = np.array(base["parts"])
     base_p = base_parts.sum(axis=1)
@@ -523,11 +523,13 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
                     if len(done) >= 2 else None for name in design["strata"]}
     mass = {"base (step 0)": {name: {"L": float(100 * base_parts[m, 0].mean()), "G": float(100 * base_parts[m, 1].mean())}
                               for name, m in masks.items()}}
-    for label, rows in ((f"GRPO step {c}", {s: mids[f"seed{s}@{c}"] for s in done}) for c in gate["checkpoints"]):
+    for label, rows in ((f"GRPO step {c}", {s: mids[(s, c)] for s in done}) for c in gate["checkpoints"]):
         mass[label] = mass_rows(rows, masks)
     mass[f"GRPO step {gate['max_steps']}"] = mass_rows(finals, masks)
     minutes = [float((runs[s] / "cpu_seconds").read_text()) / 60 for s in done]
-    result = {"seeds_done": done, "complete": complete, "k_L": k_l, "guess_proof": guess_proof, "frozen_arm": gate_config(design, 0)["trl"],
+    per_seed = {str(s): {c: float(passk(grpo_p[i, masks[st]], [k]).mean()) for c, (st, k) in family.items()}
+                for i, s in enumerate(done)}
+    result = {"per_seed": per_seed, "seeds_done": done, "complete": complete, "k_L": k_l, "guess_proof": guess_proof, "frozen_arm": gate_config(design, 0)["trl"],
               "base_fingerprint": weights_fingerprint(ASSET), "criteria": deltas, "rare_verdicts": verdicts,
               "curves": curves, "delta_F": frontier_d, "best_T_vs_best_T_pass1": best_vs_best,
               "best_t": {"base": base["best_t"], **{str(s): finals[s]["best_t"] for s in done}},
@@ -571,7 +573,14 @@ def gate_markdown(design: dict[str, Any], r: dict[str, Any], ks) -> str:
                   f"{-100 * n['relative_loss']:+.1f} %; at pass@256 it {r['rare_verdicts']['N256']} "
                   f"({n256['base']:.2f} → {n256['base'] + n256['mean']:.2f}, Δ {crit('N256')}). "
                   f"In range, pass@1 Δ {crit('L1')}, pass@{r['k_L']['totals=in_range']} Δ {crit('LK')}. "
-                  f"Cost: {sum(r['core_minutes']):.1f} core-minutes for {len(seeds)} runs.", ""]
+                  f"Cost: {sum(r['core_minutes']):.1f} core-minutes for {len(seeds)} runs.", "",
+                  f"Per seed, {rare} pass@{r['k_L'][rare]} (base {n['base']:.2f}): "
+                  + ", ".join(f"{s} {v['N']:.2f}" for s, v in r["per_seed"].items())
+                  + f"; pass@256 (base {n256['base']:.2f}): "
+                  + ", ".join(f"{s} {v['N256']:.2f}" for s, v in r["per_seed"].items())
+                  + ". The verdicts are the design's: \"narrows\" needs the Holm-adjusted upper bound below "
+                  f"−{design['gate']['absolute_floor']:g}, and anything short of that (or of \"widens\") reads "
+                  "\"keeps\", i.e. narrowing not shown at the family level.", ""]
     lines += [f"Base `{PRESET}` ({r['base_fingerprint']}); seeds {', '.join(map(str, seeds))}; "
               f"{design['gate']['max_steps']} steps at the frozen arm; exact pass@k on the 600 held-out problems; "
               "crossed seeds × problems 95 % intervals; k per stratum: "
