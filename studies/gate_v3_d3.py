@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import yaml
 from gate_v2 import load_model, run_counting_cpu, sample_rows  # this folder is the script's sys.path[0]
-from gate_v3 import band_paths, fmt, merged, strata_masks, task_of, write_logs
+from gate_v3 import band_holdout_examples, band_paths, checkpoint_path, fmt, merged, strata_masks, task_of, write_logs
 from gate_v3 import band as band_step
 
 from grae.compare.stats import crossed_interval, holm, holm_levels
@@ -305,16 +305,6 @@ def train(cfg: dict[str, Any], out: Path) -> Path:
     return out
 
 
-def snapshot(run: Path, step: int, max_steps: int) -> Path:
-    return run / "final" if step == max_steps else run / "snapshots" / f"step-{step}"
-
-
-def band_holdout(design: dict[str, Any]):
-    from gate_v3 import band_holdout_examples
-
-    return band_holdout_examples(design)
-
-
 def pregate_train(design: dict[str, Any], arms: list[str] | None, seeds: list[int] | None) -> None:
     spec = design["pregate"]
     for seed in seeds or spec["seeds"]:
@@ -327,7 +317,7 @@ def pregate_report(design: dict[str, Any]) -> dict[str, Any]:
     design = with_base(design)
     spec = design["pregate"]
     task = task_of(design)
-    held = band_holdout(design)
+    held = band_holdout_examples(design)
     out = out_dir(design)
     cache_path = out / "pregate_band_p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
@@ -347,7 +337,7 @@ def pregate_report(design: dict[str, Any]) -> dict[str, Any]:
             for s, r in runs.items():
                 key = f"{arm}_s{s}@{step}"
                 if key not in cache:
-                    cache[key] = parts_of(str(snapshot(r, step, spec["max_steps"])), held, task).sum(axis=1).tolist()
+                    cache[key] = parts_of(str(checkpoint_path(r, step, spec["max_steps"])), held, task).sum(axis=1).tolist()
                     cache_path.write_text(json.dumps(cache))
                 d.append(100 * (np.array(cache[key]) - base))
             (iv,) = crossed_interval(np.stack(d)[:, :, None])
@@ -433,7 +423,7 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
     guess_proof = {name: inst["strata"][name]["k_L"] is not None for name in design["strata"]}
     temps = [float(t) for t in design["temperatures"]]
     t_probs = band_train_examples(design, design["temperature_problems"])
-    band_held = band_holdout(design)
+    band_held = band_holdout_examples(design)
     out = out_dir(design) / "gate"
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "p.json"

@@ -95,6 +95,7 @@ def _study(tmp_path, model_dir, **extra) -> dict:
     study = {
         "base": "default",
         "overrides": {"model": model_dir, "max_steps": 2, "save_steps": 2, "task": {**TRACE, "train_size": 50},
+                      "continue_without_signal": True,  # a random model: its base has no signal
                       "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8},
                       "eval": {"num_problems": 4, "n": 16, "batch_size": 16, "max_tokens": 16, "temperature": 1.0,
                                "top_p": 1.0}},
