@@ -232,6 +232,21 @@ def test_grae_train_refuses_a_changed_or_foreign_file_and_fits_its_size(band_fil
         load_config(None, {**base, "task.train_subset": str(path), "task.train_size": 10000})
 
 
+def test_a_gzip_compressed_band_file_reads_as_the_plain_one_and_a_damaged_one_is_one_line(band_file, tmp_path):
+    import gzip
+
+    from grae.data.band import BandFileError, read_band
+
+    path, header, rows = band_file
+    packed = tmp_path / "band.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert read_band(packed) == read_band(path) == (header, rows)
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
+    with pytest.raises(BandFileError, match="^task.train_subset: .*damaged.jsonl.gz: a damaged gzip file"):
+        read_band(damaged)
+
+
 def test_grae_train_trains_two_steps_on_a_band_file(band_file, tmp_path):
     path, header, rows = band_file
     cmd = [sys.executable, "-m", "grae.cli", "train", "--task.train_subset", str(path), "--estimator", "grpo",

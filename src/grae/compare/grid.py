@@ -24,6 +24,7 @@ Example (``studies/*.yaml``)::
     verdict: "..."                    # optional: the conclusion; refused below MIN_VERDICT_SEEDS seeds (a pilot)
     rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, passk_margin_vs_base: -1}}  # optional (grae.compare.rules)
     # or: rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, baseline_pass1_margin_vs_base: 3}}
+    # or: rule: {beats_baseline: {ks: [1, 64, 256], frontier_ks: [64, 256], rare_stratum: totals=excursion}}
     unrecorded_devices: {300: cpu (AMD EPYC)}  # optional: seed -> machine kind of jobs trained before grae
                                       # recorded their device (grae.compare.machines)
     mechanism: {steps: [0, 100, 200], ks: [1, 64, 256], band_holdout: runs/band_holdout.jsonl}  # optional: per
@@ -301,9 +302,9 @@ def load_compare_config(path: str | Path) -> CompareConfig:
                           "eval.enabled the same for every method, or give the study key eval: {n: N} to evaluate "
                           "every final model with the same settings")
     cfg.heldout = bool(cfg.eval) or True in evaluated
+    cfg.mechanism = check_mechanism(raw.get("mechanism"), cfg)
     cfg.rule = check_rule(raw.get("rule"), cfg)
     cfg.unrecorded_devices = _unrecorded_devices(raw.get("unrecorded_devices"), seeds)
-    cfg.mechanism = check_mechanism(raw.get("mechanism"), cfg)
     return cfg
 
 
@@ -357,12 +358,17 @@ def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
 
 def _rule_value_ok(value: Any, kind_of: str, methods: list[str]) -> bool:
     """Whether a rule key's ``value`` has its type (grae.compare.rules.spec.RuleKey): ``method`` one of ``methods``;
-    ``test`` one of FRONTIER_TESTS; ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1,
+    ``test`` one of FRONTIER_TESTS; ``label`` non-empty text; ``k_list`` distinct counts; ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1,
     ``power_of_two`` one that is."""
     if kind_of == "method":
         return isinstance(value, str) and value in methods
     if kind_of == "test":
         return value in FRONTIER_TESTS
+    if kind_of == "label":
+        return isinstance(value, str) and bool(value.strip())
+    if kind_of == "k_list":
+        return (isinstance(value, list) and bool(value) and len(set(value)) == len(value)
+                and all(_rule_value_ok(k, "count", methods) for k in value))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
     if kind_of in ("points", "margin"):

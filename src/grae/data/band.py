@@ -16,9 +16,11 @@ or problems differ from the run's, naming the field. Held-out problems, the veri
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import random
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,10 @@ def band_rows(examples: Sequence[Mapping[str, Any]], rates: Sequence[float], lo:
     return rows
 
 
+#: the first two bytes of a gzip file
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def write_band(path: str | Path, header: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
     """Write the band file atomically: the header line, then the rows."""
     from grae.io import atomic_write_text
@@ -87,12 +93,19 @@ def write_band(path: str | Path, header: Mapping[str, Any], rows: Sequence[Mappi
 
 
 def read_band(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, rows)`` of a band file; :class:`BandFileError` for a file that is not one."""
+    """``(header, rows)`` of a band file, plain or gzip-compressed (read by its magic bytes, whatever its name);
+    :class:`BandFileError` for a file that is not one."""
     file = Path(path)
     if not file.is_file():
         raise BandFileError(f"task.train_subset: {str(path)!r} is not a file; write one with grae data band")
     try:
-        text = file.read_text(encoding="utf-8")
+        data = file.read_bytes()
+        if data[:2] == GZIP_MAGIC:
+            data = gzip.decompress(data)
+        text = data.decode("utf-8")
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise BandFileError(f"task.train_subset: {path}: a damaged gzip file ({err}); write it again with grae data "
+                            "band and gzip") from None
     except UnicodeDecodeError as err:
         raise BandFileError(f"task.train_subset: {path}: not UTF-8 text (byte {err.start}: {err.reason}); a band file is "
                             "the JSON lines grae data band writes") from None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from grae.compare.rules import every_k, keeps_passk
+from grae.compare.rules import beats_baseline, every_k, keeps_passk
 
 if TYPE_CHECKING:
     from grae.compare.results import StudyResults
@@ -29,6 +29,8 @@ RULES = {
     "keeps_passk": RuleKind(keeps_passk.decide, keeps_passk.answer_line, keeps_passk.rule_lines,
                             keeps_passk.outcome_json),
     "non_inferior_every_k": RuleKind(every_k.decide, every_k.answer_line, every_k.rule_lines, every_k.outcome_json),
+    "beats_baseline": RuleKind(beats_baseline.decide, beats_baseline.answer_line, beats_baseline.rule_lines,
+                               beats_baseline.outcome_json),
 }
 
 

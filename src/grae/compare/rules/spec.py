@@ -21,8 +21,8 @@ CompareConfig = Any
 class RuleKey(NamedTuple):
     """One key of a rule's spec: whether it is required, what it takes (the words of its error) and its
     type: ``points`` (a finite number), ``margin`` (points <= 0), ``count`` (an integer >= 1),
-    ``power_of_two`` (a count that is one), ``method`` (a trained arm other than the baseline) or ``test``
-    (one of :data:`FRONTIER_TESTS`)."""
+    ``power_of_two`` (a count that is one), ``method`` (a trained arm other than the baseline), ``test``
+    (one of :data:`FRONTIER_TESTS`), ``k_list`` (a non-empty list of distinct counts) or ``label`` (non-empty text)."""
 
     required: bool
     what: str
@@ -117,12 +117,60 @@ def check_every_k(spec: dict[str, Any], cfg: CompareConfig) -> None:
                           "eval: {exact: true} or eval: {n: N}")
 
 
+#: beats_baseline's keys (grae.compare.rules.beats_baseline)
+BEATS_KEYS = {
+    "ks": RuleKey(True, "a list of distinct k, e.g. [1, 64, 256]: each arm − the baseline at each", "k_list"),
+    "frontier_ks": RuleKey(False, "a list of distinct k > 1, e.g. [64, 256]: Δ_F per stratum against its own "
+                                  "temperature frontier (needs paired_against: temperature_frontier)", "k_list"),
+    "rare_stratum": RuleKey(False, "a held-out stratum's label, e.g. totals=excursion (a key of the held-out task's "
+                                   "heldout_strata, '=', one of its values)", "label"),
+    "rare_k": RuleKey(False, "an integer >= 1, e.g. 64: each arm − the baseline on rare_stratum at this k too", "count"),
+    "strategy": RuleKey(False, "a strategy of the probes, e.g. G: its mass on rare_stratum at the last step − the "
+                               "base's", "label"),
+    "min_seeds": MIN_SEEDS_KEY,
+}
+
+
+def check_beats(spec: dict[str, Any], cfg: CompareConfig) -> None:
+    """beats_baseline reads the mechanism rows (strata, probes): it needs ``mechanism``, exact rows reaching every k,
+    the traced temperature frontier for ``frontier_ks``, and a stratum the held-out task has."""
+    if not cfg.mechanism:
+        raise ConfigError("rule.beats_baseline: reads the held-out strata and strategy mass that the study key "
+                          "mechanism gathers; give mechanism: {steps: [0, LAST], ks: [1, 256]}")
+    n = evaluated_n(cfg)
+    for key in ("ks", "frontier_ks", "rare_k"):
+        values = spec.get(key)
+        values = [values] if isinstance(values, int) else values or []
+        if any(k > n for k in values):
+            raise ConfigError(f"rule.beats_baseline.{key}: the study evaluates pass@k up to n = {n}; lower it or raise "
+                              "eval.n")
+    if spec.get("frontier_ks"):
+        if "temperature_frontier" not in cfg.paired_against:
+            raise ConfigError("rule.beats_baseline.frontier_ks: the base's temperature frontier is not traced; add "
+                              "temperature_frontier to paired_against (with eval: {exact: true})")
+        if 1 in spec["frontier_ks"]:
+            raise ConfigError("rule.beats_baseline.frontier_ks: Δ_F is read at equal pass@1, so k = 1 is 0 by "
+                              "construction; give k > 1")
+    rare = spec.get("rare_stratum")
+    if rare is not None:
+        strata = ((cfg.eval or {}).get("heldout_params") or {}).get("heldout_strata") or []
+        if "=" not in rare or rare.split("=", 1)[0] not in strata:
+            raise ConfigError(f"rule.beats_baseline.rare_stratum = {rare!r}: the held-out task's strata are keyed by "
+                              f"{list(strata)} (eval.heldout_params.heldout_strata); give KEY=VALUE, e.g. "
+                              "totals=excursion")
+    elif spec.get("rare_k") is not None or spec.get("strategy") is not None:
+        raise ConfigError("rule.beats_baseline.rare_stratum: rare_k and strategy are read on it; give rare_stratum")
+
+
 #: every rule a study can name: name → its spec
 RULE_SPECS = {
     "keeps_passk": RuleSpec(KEEPS_PASSK_KEYS, "rule: {keeps_passk: {k: 16, pass1_margin_vs_baseline: -2, "
                                               "passk_margin_vs_base: -1}}", check_keeps),
     "non_inferior_every_k": RuleSpec(EVERY_K_KEYS, "rule: {non_inferior_every_k: {arm: agrae, margin_vs_baseline: -1, "
                                                    "baseline_pass1_margin_vs_base: 3, min_seeds: 5}}", check_every_k),
+    "beats_baseline": RuleSpec(BEATS_KEYS, "rule: {beats_baseline: {ks: [1, 64, 256], frontier_ks: [64, 256], "
+                                           "rare_stratum: totals=excursion, rare_k: 64, strategy: G, min_seeds: 4}}",
+                               check_beats),
 }
 
 
