@@ -27,7 +27,15 @@ def _app():
 
 
 def _train(out, *extra):
-    result = CliRunner().invoke(_app(), [*SMALL, "--output-dir", str(out), *extra])
+    """``grae train`` on SMALL, a key of SMALL given again in ``extra`` taking its place there (the command line
+    refuses a key given twice)."""
+    base, i = [], 0
+    while i < len(SMALL):
+        takes_value = i + 1 < len(SMALL) and not SMALL[i + 1].startswith("--")
+        if SMALL[i] not in extra:
+            base += SMALL[i:i + 1 + takes_value]
+        i += 1 + takes_value
+    result = CliRunner().invoke(_app(), [*base, "--output-dir", str(out), *extra])
     lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("grae train:")]
     return result, lines
 

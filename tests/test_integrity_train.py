@@ -126,12 +126,16 @@ def test_overwrite_never_clears_a_directory_that_is_not_a_run(model_dir, tmp_pat
     (["--task.train_size", "2"], "task.train_size: 2 prompts, but one generation batch takes 4"),
 ])
 def test_bad_settings_stop_before_a_model_loads(tmp_path, args, message):
-    cmd = [sys.executable, "-m", "grae.cli", "train", "--output-dir", str(tmp_path / "r"), "--trl.per_device_train_batch_size",
+    # a case's own --output-dir takes the place of the default one (the command line refuses a key given twice); run
+    # in tmp_path, so an empty output_dir that fell back to the default runs/<model>-<task>-<estimator> would show
+    output_dir = [] if "--output-dir" in args else ["--output-dir", str(tmp_path / "r")]
+    cmd = [sys.executable, "-m", "grae.cli", "train", *output_dir, "--trl.per_device_train_batch_size",
            "16", "--trl.num_generations", "4", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120), cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert message in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
-    assert not (tmp_path / "r").exists()
+    assert len(proc.stdout.strip().splitlines()) == 1, proc.stdout
+    assert not (tmp_path / "r").exists() and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -195,7 +199,10 @@ def test_disk_full_while_checkpointing_is_one_line_and_the_run_resumes(model_dir
     cfg = load_config(None, {"model": model_dir, "output_dir": str(tmp_path / "run"), "max_steps": 4, "save_steps": 2,
                              "eval.enabled": False, "report": False, "task.train_size": 200,
                              "trl.per_device_train_batch_size": 16, "trl.num_generations": 4,
-                             "trl.max_completion_length": 6})
+                             "trl.max_completion_length": 6,
+                             # a random model learns nothing here: without it the run would stop at step 3
+                             # (TrainingWithoutSignal) before the disk fills at checkpoint-4 or final/
+                             "continue_without_signal": True})
     module, name, where, error, newest = {
         "marker": (engine, "atomic_write_json", "checkpoint-4", OSError(errno.ENOSPC, "No space left on device"),
                    "checkpoint-2"),

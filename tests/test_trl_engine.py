@@ -245,7 +245,14 @@ def test_a_step_with_every_reward_missing_says_so(model_dir, tmp_path, caplog):
     def nothing(completions, **kwargs):
         return [None] * len(completions)
 
-    trainer = make_trainer(model_dir, tmp_path, "grpo", steps=1, reward=nothing)
-    with caplog.at_level("WARNING", logger="grae.engines.trl"):
+    from grae.rewards import RewardFunctionError
+
+    # each such step says so; a 5-step run stops once missing_reward_steps (3) scored batches in a row had none, not
+    # at the first (the watch itself: test_integrity_units.py)
+    trainer = make_trainer(model_dir, tmp_path, "grpo", steps=5, reward=nothing, missing_reward_steps=3)
+    with caplog.at_level("WARNING", logger="grae.engines.trl"), \
+            pytest.raises(RewardFunctionError, match="'nothing' gave no reward .* of 3 scored batches in a row"):
         trainer.train()
     assert "step 1: every reward of the batch is missing (8 samples)" in caplog.text
+    assert "step 2: every reward of the batch is missing (8 samples)" in caplog.text
+    assert "step 3:" not in caplog.text  # stopped on its rewards, before its advantages

@@ -175,7 +175,10 @@ def test_grae_grpo_logs_stock_trls_numbers_when_rewards_are_missing(standin, tmp
     extra = {"epsilon_high": 5.0} if loss_type == "cispo" else {}
     config = dict(loss_type=loss_type, rewards=(reward,), learning_rate=0.1, **extra)
     stock = run(standin, tmp_path / "stock", GRPOTrainer, **config)
-    grae = run(standin, tmp_path / "grae", GraeTrainer, **config)
+    # every reward None: GraeTrainer would stop this short run (missing_reward_steps, tested in
+    # test_integrity_units.py and test_trl_engine.py); 0 turns the stop off to compare its numbers with stock TRL's
+    grae = run(standin, tmp_path / "grae", GraeTrainer, grae={"missing_reward_steps": 0} if reward is none_reward else None,
+               **config)
     assert_same_run(stock, grae, **FLOAT32)
     entropy = [e["entropy"] for e in trl_logs(grae) if "entropy" in e]
     assert len(entropy) == STEPS and all(value > 1 for value in entropy)  # the random model's, not 0
@@ -192,7 +195,9 @@ def test_grae_estimators_other_than_trls_drop_missing_rewards_from_the_loss(stan
                          inputs["completion_mask"].sum().item()))
             return super()._compute_loss(model, inputs)
 
-    for grae in ({"estimator": "grpo", "estimator_params": {"eps": 1e-6}}, {"estimator": "rloo"}):
+    # every reward None: missing_reward_steps 0 turns off the stop such a run meets (tested in test_integrity_units.py)
+    for grae in ({"estimator": "grpo", "estimator_params": {"eps": 1e-6}, "missing_reward_steps": 0},
+                 {"estimator": "rloo", "missing_reward_steps": 0}):
         seen.clear()
         trainer = run(standin, tmp_path / grae["estimator"], Seeing, rewards=(none_reward,), grae=grae)
         assert not trainer.grae_trl_algorithm
