@@ -172,5 +172,8 @@ def test_grae_train_refuses_bad_new_params_in_one_line(estimator, params, messag
 
     with pytest.raises(ConfigError, match=message):
         load_config(None, {"estimator": estimator, "estimator_params": params})
+    # the default recipe trains agrae: restating it on the command line keeps its parameters, beside the new one
+    default = load_config(None)
+    assert default.estimator == "agrae"
     assert load_config(None, {"estimator": "agrae", "estimator_params": {"omega_samples": 8192}}).estimator_params == \
-        {"omega_samples": 8192}
+        {**default.estimator_params, "omega_samples": 8192}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+from cli_flags import with_flags  # noqa: E402
 from grae.engines.trl import COMPLETE_MARKER  # noqa: E402
 from grae.train.rundir import read_metrics  # noqa: E402
 from test_integrity_train import identity_of, tree_digest  # noqa: E402
@@ -41,9 +42,11 @@ def _free_port() -> int:
 
 
 def torchrun_train(model_dir, out: Path, *extra) -> subprocess.Popen:
+    """``grae train`` on 2 processes: :data:`SMALL`'s run, 8 completions per rank (SMALL's 16 a step in all); a key
+    ``extra`` gives replaces the default's (grae train refuses a key given twice)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
-           "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(out), *SMALL,
-           "--trl.per_device_train_batch_size", "8", *extra]
+           "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(out),
+           *with_flags(SMALL, ["--trl.per_device_train_batch_size", "8", *extra])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+from cli_flags import with_flags  # noqa: E402
 from grae.engines.trl import COMPLETE_MARKER, latest_complete_checkpoint  # noqa: E402
 from grae.train.rundir import read_metrics  # noqa: E402
 from test_train_run import finish, grae_train  # noqa: E402
@@ -126,11 +127,10 @@ def test_overwrite_never_clears_a_directory_that_is_not_a_run(model_dir, tmp_pat
     (["--task.train_size", "2"], "task.train_size: 2 prompts, but one generation batch takes 4"),
 ])
 def test_bad_settings_stop_before_a_model_loads(tmp_path, args, message):
-    # a case's own --output-dir takes the place of the default one (the command line refuses a key given twice); run
-    # in tmp_path, so an empty output_dir that fell back to the default runs/<model>-<task>-<estimator> would show
-    output_dir = [] if "--output-dir" in args else ["--output-dir", str(tmp_path / "r")]
-    cmd = [sys.executable, "-m", "grae.cli", "train", *output_dir, "--trl.per_device_train_batch_size",
-           "16", "--trl.num_generations", "4", *args]
+    # a case's own key replaces a default's (the command line refuses a key given twice); run in tmp_path, so an
+    # empty output_dir that fell back to the default runs/<model>-<task>-<estimator> would show
+    defaults = ["--output-dir", str(tmp_path / "r"), "--trl.per_device_train_batch_size", "16", "--trl.num_generations", "4"]
+    cmd = [sys.executable, "-m", "grae.cli", "train", *with_flags(defaults, args)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120), cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert message in proc.stdout and "Traceback" not in proc.stdout + proc.stderr

@@ -153,8 +153,16 @@ def test_identical_files_are_stored_once_and_sizes_count_each_once(tmp_path):
 # ---- threads ---------------------------------------------------------------------------------------------------
 
 
-def test_the_thread_count_comes_from_the_flag_the_environment_or_the_cpu_default():
+def test_the_thread_count_comes_from_the_flag_the_environment_or_the_cpu_default(monkeypatch):
+    import grae.train.threads
+
+    monkeypatch.setattr(grae.train.threads, "machine_cores", lambda: 4)  # the same on a machine with any core count
     assert choose_threads(3, cuda=False, environ={"OMP_NUM_THREADS": "2"}) == (3, "--threads")
     assert choose_threads(None, cuda=False, environ={"OMP_NUM_THREADS": "2"}) == (2, "OMP_NUM_THREADS")
+    # above the cores, either source is capped at them, with words that say so
+    assert choose_threads(6, cuda=False, environ={"OMP_NUM_THREADS": "2"}) == (
+        4, "--threads 6 capped at this machine's 4 cores")
+    assert choose_threads(None, cuda=False, environ={"OMP_NUM_THREADS": "5"}) == (
+        4, "OMP_NUM_THREADS 5 capped at this machine's 4 cores")
     assert choose_threads(None, cuda=False, environ={"OMP_NUM_THREADS": "x"})[0] == DEFAULT_CPU_THREADS == 1
     assert choose_threads(None, cuda=True, environ={}) == (None, "torch's default on a GPU")

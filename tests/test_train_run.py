@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 pytest.importorskip("trl", reason="the train extra; `make test` installs it")
+from cli_flags import with_flags  # noqa: E402
 from grae.train.rundir import read_metrics  # noqa: E402
 from timeouts import scaled  # noqa: E402
 from tiny_model import build_random_tiny  # noqa: E402
@@ -29,7 +30,9 @@ def model_dir(tmp_path_factory):
 
 
 def grae_train(model_dir, out, *extra, **popen):
-    cmd = [sys.executable, "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(out), *SMALL, *extra]
+    """``grae train`` on :data:`SMALL`; a key ``extra`` gives replaces SMALL's (grae train refuses a key given twice)."""
+    cmd = [sys.executable, "-m", "grae.cli", "train", "--model", model_dir, "--output-dir", str(out),
+           *with_flags(SMALL, extra)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **popen.pop("env", {})}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
@@ -391,14 +394,15 @@ def changes_directory(completions, **kwargs):
 
 
 def _misbehaving_run(model_dir, tmp_path, reward, *extra, code, out=None, cwd=None):
-    """``grae train`` with reward function ``reward`` of :data:`MISBEHAVING_REWARDS` beside the task's verifier."""
+    """``grae train`` with reward function ``reward`` of :data:`MISBEHAVING_REWARDS` beside the task's verifier, 2 steps
+    without held-out evaluation unless ``extra`` says otherwise."""
     (tmp_path / "misbehaving_rewards.py").write_text(MISBEHAVING_REWARDS)
     (tmp_path / "elsewhere").mkdir(exist_ok=True)
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
            "ELSEWHERE": str(tmp_path / "elsewhere")}
-    log = finish(grae_train(model_dir, out or tmp_path / "run", "--max-steps", "2", "--eval.enabled", "false",
-                            "--reward_funcs", f"[task, misbehaving_rewards:{reward}]", *extra, env=env, cwd=cwd),
-                 code=code)
+    args = with_flags(["--max-steps", "2", "--eval.enabled", "false",
+                       "--reward_funcs", f"[task, misbehaving_rewards:{reward}]"], extra)
+    log = finish(grae_train(model_dir, out or tmp_path / "run", *args, env=env, cwd=cwd), code=code)
     return log, [line for line in log.splitlines() if line.startswith(("error", "warning", "note"))]
 
 
