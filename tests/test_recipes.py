@@ -274,6 +274,20 @@ def test_accelerate_configs_load_through_accelerate(path):
 
 
 @pytest.mark.parametrize("script", TRL_SCRIPTS, ids=lambda p: p.stem)
+def test_a_key_the_user_gives_replaces_the_launchers_default(script, tmp_path):
+    """`grae train` refuses a key given twice, so a launcher's own default gives way to the user's key (any
+    spelling) and every key reaches grae train once; keys the user does not give keep the launcher's defaults."""
+    given = ["--eval.enabled=true", "--trl.vllm-mode", "colocate", "--progress"]
+    calls = run_recorded(script, tmp_path, "qwen25math7b_agrae", *given, env={"GRAE": "/opt/bin/grae"})
+    (launch,) = [c for c in calls if c[0] == "accelerate"]
+    args = launch[launch.index("/opt/bin/grae") + 3:]
+    keys = [a.split("=")[0].lstrip("-").replace("-", "_") for a in args if a.startswith("--")]
+    assert len(keys) == len(set(keys)), args
+    assert args[-len(given):] == given and "--no-progress" not in args
+    assert args[args.index("--trl.use_vllm") + 1] == "true"  # a default the user did not give
+
+
+@pytest.mark.parametrize("script", TRL_SCRIPTS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("recipe", ["qwen25math7b_agrae", "qwen25math7b_dapo_agrae", "qwen25math7b_drgrpo_agrae"])
 def test_trl_launch_validates_as_grae_train_config(script, recipe, tmp_path):
     """The launcher's `grae train RECIPE --k v …` passes grae's own config validation (which builds

@@ -30,14 +30,17 @@ until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do
     sleep 5
 done
 
+# this launcher's defaults; a key the user gives replaces its default here
+source "$HERE/defaults.sh"
+USER_ARGS=("$@")
+default --trl.use_vllm true
+default --trl.vllm_mode server
+default --trl.vllm_server_host 127.0.0.1
+default --trl.vllm_server_port "$PORT"
+default --trl.per_device_train_batch_size 16
+default --trl.gradient_accumulation_steps 16
+default --eval.enabled false
+given --progress || default --no-progress
+
 CUDA_VISIBLE_DEVICES=$TRAIN_GPUS accelerate launch --config_file "$ACCELERATE_CONFIG" --num_processes "$n_train" \
-    "$GRAE" train "$RECIPE" \
-    --trl.use_vllm true \
-    --trl.vllm_mode server \
-    --trl.vllm_server_host 127.0.0.1 \
-    --trl.vllm_server_port "$PORT" \
-    --trl.per_device_train_batch_size 16 \
-    --trl.gradient_accumulation_steps 16 \
-    --eval.enabled false \
-    --no-progress \
-    "$@"
+    "$GRAE" train "$RECIPE" "${DEFAULTS[@]+"${DEFAULTS[@]}"}" "$@"
