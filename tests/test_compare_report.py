@@ -196,3 +196,160 @@ def test_a_run_resumed_before_grae_counted_its_earlier_process_counts_its_logged
     line = next(x for x in budget_lines(StudyResults(info, {"grpo": {0: job, 1: other}}), []) if "training wall" in x)
     assert line.startswith(f"- training wall time: {(counted + 60) / 60:.1f} min summed over runs")
     assert ("1 run resumed before grae counted an earlier process's time" in line) == (counted != train)
+
+
+# ---- the measured budget: what the jobs trained, not what the config asks --------------------------------
+
+MEASURED_SEEDS = [0, 1, 2]
+
+
+def measured_table(title: str, trained: dict[int, int], configured: int | None, device: str | None = None):
+    """A held-out study table (exact counts, a frontier, training logs) whose jobs trained ``trained[seed]`` steps
+    under a config asking ``configured`` (None: a table from before grae recorded it); 128 completions per step
+    per process, G = 8."""
+    from grae.compare.results import DYNAMICS_KEYS, FrontierCheckpoint, JobResult, StudyInfo, StudyResults
+    from grae.compare.stats import Interval
+
+    def exact(p):
+        p = np.full(8, p, dtype=float)
+        return ProblemCounts([f"q{i}" for i in range(8)], np.full(8, 16), p * 16, p=p, mass=np.ones(8))
+
+    info = StudyInfo(title=title, notes="", verdict="", source="study.yaml", methods=["grpo", "arm"],
+                     seeds=MEASURED_SEEDS, baseline="grpo", bootstrap=1, eval={"exact": True}, frontier=[0.5, 1.0],
+                     paired_against=["base"], heldout=True, num_jobs=6, per_step=128, group_size=8)
+    jobs = {m: {s: JobResult(final=exact(p + 0.01 * s), train_seconds=1.0, steps=trained[s], generated=None,
+                             metrics={key: [0.2 + 0.01 * i + 0.001 * s for i in range(trained[s])]
+                                      for key in DYNAMICS_KEYS},
+                             max_steps=configured, device=device)
+                for s in MEASURED_SEEDS} for m, p in (("grpo", 0.3), ("arm", 0.35))}
+    frontier = {m: {f: FrontierCheckpoint(dict.fromkeys(MEASURED_SEEDS, 16), MEASURED_SEEDS,
+                                          {1: Interval(x, x - 0.01, x + 0.01), 16: Interval(y, y - 0.01, y + 0.01)})
+                    for f, x, y in ((0.5, 0.25, 0.8), (1.0, 0.3 + d, 0.85))} for m, d in (("grpo", 0), ("arm", 0.05))}
+    return StudyResults(info, jobs, {"frontier.jsonl": exact(0.2)}, frontier=frontier)
+
+
+def render_capturing_titles(results, out, monkeypatch) -> tuple[list[str], dict[str, str]]:
+    """Render ``results`` into ``out``; the report's lines and the titles its figures were drawn with (passk.png's title,
+    frontier.png's and passk_vs_baseline.png's notes as the plotting functions got them, dynamics.png's from its
+    figure)."""
+    import grae.compare.report as report_module
+    from grae.compare.report import render
+    from grae.compare.training import dynamics_figure
+
+    titles: dict[str, str] = {}
+
+    def passk(curves, path, title=None, **kw):
+        titles["passk"] = title
+        return plot_passk(curves, path, title, **kw)
+
+    def frontier(*args, note=None, **kw):
+        titles["frontier"] = note
+        return plot_frontier(*args, note=note, **kw)
+
+    def differences(*args, note=None, **kw):
+        titles["differences"] = note
+        return plot_differences(*args, note=note, **kw)
+
+    plot_passk, plot_frontier = report_module.plot_passk_curves, report_module.plot_frontier
+    plot_differences = report_module.plot_differences
+    monkeypatch.setattr(report_module, "plot_passk_curves", passk)
+    monkeypatch.setattr(report_module, "plot_frontier", frontier)
+    monkeypatch.setattr(report_module, "plot_differences", differences)
+    lines = render(results, out).read_text().splitlines()
+    fig = dynamics_figure(results)
+    titles["dynamics"] = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    titles["dynamics_x"] = fig.axes[0].get_xlabel()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return lines, titles
+
+
+def test_a_study_that_trained_fewer_steps_than_its_config_says_so_under_its_title_and_in_its_figures(tmp_path,
+                                                                                                      monkeypatch):
+    """The config asks 50 steps and the title says 50; the jobs trained 10. The title stays as the study wrote it,
+    the line under it and every figure's title say what ran, the budget counts what ran, and summary.json keeps
+    both numbers, so --report-only renders the same report."""
+    from grae.compare.report import passk_title, render
+    from grae.compare.results import from_summary
+
+    title = "Pilot: grpo vs arm (50 steps, 3 seeds)"
+    results = measured_table(title, dict.fromkeys(MEASURED_SEEDS, 10), 50)
+    lines, titles = render_capturing_titles(results, tmp_path, monkeypatch)
+    assert lines[:4] == [f"# {title}", "", "**Trained:** 10 steps per job (the study's config asks 50); 16 prompts × "
+                         "8 samples = 128 completions per step.", ""]
+    assert lines[4].startswith("- **Run:**")
+    assert "- steps per run: 10; 128 completions per step (G = 8); 1,280 training samples per run" in lines
+    note = "trained 10 steps per job (the study's config asks 50)"
+    assert titles["passk"] == passk_title(results) == f"{title}\n{note}"
+    assert titles["dynamics"] == titles["frontier"] == titles["differences"] == note and titles["dynamics_x"] == "step"
+    assert any("fractions of the 50 steps the study's config asks, not of the 10 the jobs trained" in x for x in lines)
+    table = json.loads((tmp_path / "summary.json").read_text())["results"]
+    assert {(j["steps"], j["max_steps"]) for by_seed in table["jobs"].values() for j in by_seed.values()} == {(10, 50)}
+    render(from_summary(tmp_path / "summary.json"), tmp_path / "again")
+    assert (tmp_path / "again" / "report.md").read_text() == (tmp_path / "report.md").read_text()
+
+    # jobs that trained different numbers of steps: the range
+    results = measured_table(title, {0: 10, 1: 50, 2: 30}, 50)
+    lines, titles = render_capturing_titles(results, tmp_path / "range", monkeypatch)
+    assert lines[2] == ("**Trained:** 10–50 steps per job (the study's config asks 50); 16 prompts × 8 samples = 128 "
+                        "completions per step.")
+    assert "- steps per run: 10–50; 128 completions per step (G = 8); 1,280–6,400 training samples per run" in lines
+    assert titles["dynamics"] == "trained 10–50 steps per job (the study's config asks 50)"
+
+
+def test_a_study_that_trained_what_its_config_asks_reads_as_before(tmp_path, monkeypatch):
+    """Measured = configured = the title's number: no line under the title, the figures' titles are the study's."""
+    title = "Pilot: grpo vs arm (50 steps, 3 seeds)"
+    lines, titles = render_capturing_titles(measured_table(title, dict.fromkeys(MEASURED_SEEDS, 50), 50), tmp_path,
+                                            monkeypatch)
+    assert lines[:2] == [f"# {title}", ""] and lines[2].startswith("- **Run:**")
+    assert not any("Trained:" in x or "the study's config asks" in x for x in lines)
+    assert "- steps per run: 50; 128 completions per step (G = 8); 6,400 training samples per run" in lines
+    assert titles == {"passk": title, "frontier": None, "differences": None, "dynamics": "", "dynamics_x": "step"}
+    untitled = measured_table("", dict.fromkeys(MEASURED_SEEDS, 50), 50)
+    assert render_capturing_titles(untitled, tmp_path / "untitled", monkeypatch)[1]["passk"] == (
+        "held-out pass@k after training")
+
+
+@pytest.mark.parametrize("title, trained, configured, device, line", [
+    # the title's number is stale, the config's is what ran
+    ("A vs B (200 steps)", 100, 100, None,
+     "**Trained:** 100 steps per job; 16 prompts × 8 samples = 128 completions per step. The title's 200 steps is not "
+     "what ran."),
+    # a table from before grae recorded the config's max_steps: only the title can disagree
+    ("A vs B (200 steps)", 100, None, None,
+     "**Trained:** 100 steps per job; 16 prompts × 8 samples = 128 completions per step. The title's 200 steps is not "
+     "what ran."),
+    ("A vs B", 100, None, None, None),
+    ("A vs B, 1,024 problems, 2 epochs", 100, 100, None, None),
+    # two processes trained each job: twice the config's per-process batch per step
+    ("A vs B", 100, 100, "cuda (NVIDIA H100 80GB HBM3) × 2 processes",
+     "**Trained:** 100 steps per job; 32 prompts × 8 samples = 256 completions per step (128 per process, as the "
+     "config asks)."),
+])
+def test_the_line_under_the_title_states_the_measured_budget_where_it_is_not_what_was_asked(title, trained, configured,
+                                                                                          device, line):
+    from grae.compare.report_budget import budget_lines, trained_line
+
+    results = measured_table(title, dict.fromkeys(MEASURED_SEEDS, trained), configured, device)
+    assert trained_line(results) == line
+    if device:
+        assert f"- steps per run: {trained}; 256 completions per step (G = 8); {256 * trained:,} training samples per " \
+               "run" in budget_lines(results, [])
+
+
+def test_a_committed_summary_without_the_configured_steps_renders_its_heading_as_before():
+    """studies/reports/gate_r4/summary.json records each job's steps but not its config's max_steps: read
+    gracefully, its heading unchanged (tests/test_compare_results.py re-renders the whole report)."""
+    from pathlib import Path
+
+    from grae.compare.report_header import title_lines
+    from grae.compare.results import from_summary
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "reports" / "gate_r4" / "summary.json"
+    results = from_summary(path)
+    jobs = [j for by_seed in results.jobs.values() for j in by_seed.values()]
+    assert {j.steps for j in jobs} == {512} and {j.max_steps for j in jobs} == {None}
+    assert title_lines(results) == [f"# {results.study.title}", ""]
+    assert path.read_text().splitlines()[0] == "{"

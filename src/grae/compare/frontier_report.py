@@ -59,14 +59,16 @@ def above_frontier(point: tuple[float, float], path: Sequence[tuple[float, float
 
 
 def frontier_lines(points: dict[str, dict[float, dict[int, Interval]]], baseline: str, k_max: int,
-                   base: dict[int, Interval] | None = None) -> list[str]:
+                   base: dict[int, Interval] | None = None, note: str = "") -> list[str]:
     """The report's frontier section: a table of every method's path and each final point's distance
-    above the baseline's early-stopping frontier."""
+    above the baseline's early-stopping frontier; ``note``: what the fractions are of, where the jobs trained
+    other than the config's steps (grae.compare.report_budget.frontier_note)."""
     if not points:
         return []
     fractions = sorted({f for by_f in points.values() for f in by_f})
     lines = [f"## Checkpoint frontier (pass@1 → pass@{k_max} over training; %, mean [95% CI])", "",
              f"Each method evaluated at {', '.join(f'{100 * f:.0f}%' for f in fractions)} of its training steps. "
+             + note +
              f"**{baseline}'s path is the early-stopping frontier**: a method beats it only where its point lies above "
              f"that path at equal pass@1 (last column: pass@{k_max} above the frontier at the method's final pass@1; "
              "– where the frontier does not reach that pass@1).", "",
@@ -99,9 +101,10 @@ def _path(by_f: dict[float, dict[int, Interval]], k_max: int, base: dict[int, In
 
 
 def plot_frontier(points: dict[str, dict[float, dict[int, Interval]]], baseline: str, k_max: int, path: Path,
-                  base: dict[int, Interval] | None = None, title: str = "") -> Path:
+                  base: dict[int, Interval] | None = None, title: str = "", note: str | None = None) -> Path:
     """Each method's (pass@1, pass@k_max) path from the base (0 %) to 100 % of training; the baseline's
-    path drawn thick as the early-stopping frontier; 95 % intervals as error bars."""
+    path drawn thick as the early-stopping frontier; 95 % intervals as error bars. ``note``: the measured budget
+    on a line under the title (grae.compare.report_budget.figure_note), None where it is what the config asks."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -130,7 +133,8 @@ def plot_frontier(points: dict[str, dict[float, dict[int, Interval]]], baseline:
                    label="base model")
     ax.set_xlabel("pass@1 (%)")
     ax.set_ylabel(f"pass@{k_max} (%)")
-    ax.set_title(title or f"checkpoint frontier: pass@1 vs pass@{k_max} over training", fontsize=9)
+    ax.set_title((title or f"checkpoint frontier: pass@1 vs pass@{k_max} over training") + (f"\n{note}" if note else ""),
+                 fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -23,8 +23,8 @@ import numpy as np
 from grae.compare.frontier_report import frontier_lines, frontier_points, plot_frontier
 from grae.compare.grid import CompareConfig
 from grae.compare.mechanism_report import mechanism_section
-from grae.compare.report_budget import budget_lines, heldout_line
-from grae.compare.report_header import heading_lines, pilot_reason, rule_outcome
+from grae.compare.report_budget import budget_lines, figure_note, frontier_note, heldout_line, with_note
+from grae.compare.report_header import heading_lines, pilot_reason, rule_outcome, title_lines
 from grae.compare.report_tables import base_passk, exact_sampled_lines, heldout_table, paired_sections
 from grae.compare.results import INVOCATIONS, StudyResults, gather, write_summary
 from grae.compare.stats import Interval, method_passk
@@ -52,8 +52,8 @@ def write_training_report(results: StudyResults, out: Path) -> Path:
     has no ``eval`` key): budget, training dynamics and pass@k on the training batches, no held-out table."""
     plot_dynamics(results, out / "dynamics.png")
     allocation = update_allocation(results)
-    heading = heading_lines(results)
-    lines = [*heading[:2], *training_summary(results), "", *heading[2:]]
+    heading, top = heading_lines(results), len(title_lines(results))
+    lines = [*heading[:top], *training_summary(results), "", *heading[top:]]
     lines += budget_lines(results, ["- held-out: none (training-only study: every job ran with `eval.enabled: "
                                     "false` and the study has no `eval` key; `eval: {n: N}` would evaluate every "
                                     "final model)"])
@@ -83,9 +83,9 @@ def write_heldout_report(results: StudyResults, out: Path) -> Path:
     rule, rule_lines = rule_outcome(results)
     n_min = min(int(c.n.min()) for by_seed in finals.values() for c in by_seed.values())
 
-    heading = heading_lines(results)
+    heading, top = heading_lines(results), len(title_lines(results))
     summary = [*plain_summary(results, per_method, paired.vs_baseline, ruled=rule is not None), ""]
-    lines = ([rule["answer"], ""] if rule else []) + [*heading[:2], *summary, *heading[2:]]
+    lines = ([rule["answer"], ""] if rule else []) + [*heading[:top], *summary, *heading[top:]]
     lines += budget_lines(results, [heldout_line(results, n_min)])
     lines += heldout_table(results, per_method, base, ks)
     lines += rule_lines + paired.lines
@@ -133,10 +133,16 @@ def plot_heldout(results: StudyResults, per_method: dict[str, dict[int, Interval
     if base:
         curves = {"base": {k: iv.mean for k, iv in base.items()}, **curves}
         bands = {"base": {k: (iv.lo, iv.hi) for k, iv in base.items()}, **bands}
-    plot_passk_curves(curves, out / "passk.png", study.title or "held-out pass@k after training", intervals=bands)
+    plot_passk_curves(curves, out / "passk.png", passk_title(results), intervals=bands)
     plot_dynamics(results, out / "dynamics.png")
     if diffs:
-        plot_differences(diffs, study.baseline, out / "passk_vs_baseline.png")
+        plot_differences(diffs, study.baseline, out / "passk_vs_baseline.png", note=figure_note(results))
+
+
+def passk_title(results: StudyResults) -> str:
+    """``passk.png``'s title: the study's title (or "held-out pass@k after training") and, where the jobs trained
+    other than the config or the title says, the measured budget on a line of its own (report_budget.figure_note)."""
+    return with_note(results.study.title or "held-out pass@k after training", figure_note(results))
 
 
 def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: list[str]) -> None:
@@ -145,8 +151,9 @@ def log_invocation(out: Path, *, started: float, wall_seconds: float, jobs_run: 
     append_jsonl(out / INVOCATIONS, [{"started": started, "wall_seconds": round(wall_seconds, 1), "jobs_run": jobs_run}])
 
 
-def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path: Path) -> Path:
-    """Paired pass@k difference against the baseline per k (log₂ axis), one line per method with its 95% band."""
+def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path: Path, note: str | None = None) -> Path:
+    """Paired pass@k difference against the baseline per k (log₂ axis), one line per method with its 95% band;
+    ``note``: the measured budget under the title (report_budget.figure_note), None where it is what was asked."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -165,7 +172,7 @@ def plot_differences(diffs: dict[str, dict[int, Interval]], baseline: str, path:
     ax.minorticks_off()
     ax.set_xlabel("k (samples)")
     ax.set_ylabel(f"pass@k − {baseline} (points)")
-    ax.set_title(f"paired difference vs {baseline} (95% crossed seeds × problems interval)", fontsize=9)
+    ax.set_title(with_note(f"paired difference vs {baseline} (95% crossed seeds × problems interval)", note), fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
@@ -186,13 +193,13 @@ def frontier_section(results: StudyResults, out: Path) -> list[str]:
     points, k_max, base = frontier_points(results)
     if not points:
         return []
-    plot_frontier(points, study.baseline, k_max, out / "frontier.png", base=base)
+    plot_frontier(points, study.baseline, k_max, out / "frontier.png", base=base, note=figure_note(results))
     atomic_write_json(out / "frontier.json", {
         "k_max": k_max, "fractions": study.frontier,
         "base": {str(k): vars(iv) for k, iv in base.items()} if base else None,
         "methods": {m: {str(f): {str(k): vars(iv) for k, iv in by_k.items()} for f, by_k in by_f.items()}
                     for m, by_f in points.items()}})
-    return [""] + frontier_lines(points, study.baseline, k_max, base)
+    return [""] + frontier_lines(points, study.baseline, k_max, base, note=frontier_note(results))
 
 
 def memorisation_section(results: StudyResults) -> list[str]:

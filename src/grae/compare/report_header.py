@@ -1,11 +1,13 @@
-"""The top of a compare report: its title, the pilot banner or the study's verdict, the study's notes, and
-the answer of the study's decision rule (:mod:`grae.compare.rules.registry`), which is the report's first line."""
+"""The top of a compare report: its title (with the measured budget under it where that is not what the study's
+config or title says), the pilot banner or the study's verdict, the study's notes, and the answer of the study's
+decision rule (:mod:`grae.compare.rules.registry`), which is the report's first line."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from grae.compare.grid import MIN_VERDICT_SEEDS
+from grae.compare.report_budget import trained_line
 from grae.compare.results import StudyResults
 from grae.compare.rules.registry import rule_kind
 
@@ -24,11 +26,18 @@ def pilot_reason(seeds: int) -> str | None:
             "run next, they decide nothing (no 'keeps', 'narrows' or 'no').")
 
 
+def title_lines(results: StudyResults) -> list[str]:
+    """The report's title, as the study gives it, and under it the measured budget where that is not what the
+    study's config asks or its title says (report_budget.trained_line)."""
+    trained = trained_line(results)
+    return [f"# {results.study.title or 'grae compare'}", "", *([trained, ""] if trained else [])]
+
+
 def heading_lines(results: StudyResults) -> list[str]:
-    """The report's title, the pilot banner (fewer than MIN_VERDICT_SEEDS seeds) or the study's verdict,
-    and the study's notes."""
+    """The report's title lines (:func:`title_lines`), the pilot banner (fewer than MIN_VERDICT_SEEDS seeds) or the
+    study's verdict, and the study's notes."""
     study = results.study
-    lines = [f"# {study.title or 'grae compare'}", ""]
+    lines = title_lines(results)
     reason = pilot_reason(len(study.seeds))
     if reason:
         lines += [f"> **Pilot: no verdict.** {reason}", ""]

@@ -93,6 +93,7 @@ class JobResult:
     final: ProblemCounts | None  # held-out counts of the final model; None in a training-only study
     metrics: dict[str, list]  # METRIC_KEYS → one value per logged step (None where the step lacks it)
     train_seconds: float
+    #: the steps it trained (``eval/summary.json``: the trainer's last step), what the report prints
     steps: int | None
     generated: int | None
     #: the job's own sampled held-out counts (``eval/after.jsonl``) in an exact study: exact − sampled
@@ -107,6 +108,9 @@ class JobResult:
     #: the summed ``step_time`` of every logged step (``metrics.jsonl``: each process's steps); None in tables
     #: that do not record it
     logged_seconds: float | None = None
+    #: the ``max_steps`` its train config asks (a job stopped by a budget trains fewer, ``steps``); None in tables
+    #: that do not record it
+    max_steps: int | None = None
 
     @property
     def resumed_uncounted(self) -> bool:
@@ -294,7 +298,7 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
     result = JobResult(final=final_counts(cfg, job, config) if cfg.heldout else None, metrics=metrics,
                        train_seconds=summary.get("train_seconds", float("nan")), steps=summary.get("steps"),
                        generated=summary.get("generated_completions"), device=summary.get("device"),
-                       load=summary.get("load"),
+                       load=summary.get("load"), max_steps=config.max_steps,
                        logged_seconds=float(sum(r.get("step_time") or 0.0 for r in rows)) if rows else None)
     if after is not None:
         if (cfg.eval or {}).get("exact"):
@@ -373,7 +377,8 @@ def to_json(results: StudyResults) -> dict[str, Any]:
         "jobs": {m: {str(s): {"final": counts(j.final), "sampled": counts(j.sampled), "train_seconds": j.train_seconds,
                               "steps": j.steps, "generated": j.generated, "memorisation": j.memorisation,
                               "metrics": j.metrics, "device": j.device, **({"load": j.load} if j.load else {}),
-                              **({"logged_seconds": j.logged_seconds} if j.logged_seconds is not None else {})}
+                              **({"logged_seconds": j.logged_seconds} if j.logged_seconds is not None else {}),
+                              **({"max_steps": j.max_steps} if j.max_steps is not None else {})}
                           for s, j in by_seed.items()}
                  for m, by_seed in results.jobs.items()},
         "base_files": {name: counts(c) for name, c in results.base_files.items()},
@@ -427,7 +432,8 @@ def _from_checked_json(data: dict[str, Any]) -> StudyResults:
                                   sampled=counts(j["sampled"], f"results.jobs.{m}.{s}.sampled"),
                                   memorisation=j["memorisation"], device=j.get("device"), load=j.get("load"),
                                   logged_seconds=number(j.get("logged_seconds"), f"results.jobs.{m}.{s}.logged_seconds",
-                                                        optional=True))
+                                                        optional=True),
+                                  max_steps=number(j.get("max_steps"), f"results.jobs.{m}.{s}.max_steps", optional=True))
                  for s, j in by_seed.items()}
             for m, by_seed in data["jobs"].items()}
     frontier = {m: {float(f): FrontierCheckpoint({int(s): n for s, n in cp["n_min"].items()}, list(cp["shared"]),

@@ -153,12 +153,26 @@ def dynamics_lines(results: StudyResults, allocation: dict[str, dict[str, list[f
 
 
 def plot_dynamics(results: StudyResults, path: Path) -> Path:
+    """``dynamics.png``: :func:`dynamics_figure`, saved."""
+    fig = dynamics_figure(results)  # selects the Agg backend before pyplot is imported here
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def dynamics_figure(results: StudyResults):
+    """The training-log panels (one line per method, its band over seeds) against the logged steps; where the jobs
+    trained other than the study's config or title says, the measured budget as the figure's title
+    (grae.compare.report_budget.figure_note). The caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    from grae.compare.report_budget import figure_note
     from grae.eval.report import line_colors
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), dpi=120)
@@ -180,10 +194,11 @@ def plot_dynamics(results: StudyResults, path: Path) -> Path:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.grid(True, alpha=0.3)
     axes.ravel()[0].legend(fontsize=7)
+    note = figure_note(results)
+    if note:
+        fig.suptitle(note, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def dynamics_bands(results: StudyResults) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, bool]]]:

@@ -71,7 +71,9 @@ def plot_passk_curves(curves: Mapping[str, Curve], path: str | Path, title: str 
     ax.set_ylim(0, 100)
     ax.grid(True, alpha=0.3)
     if title:
-        ax.set_title(textwrap.fill(title, 70), fontsize=10 if len(title) > 70 else None)
+        # each line wrapped on its own: a second line (a note under the title) stays a line of its own
+        ax.set_title("\n".join(textwrap.fill(part, 70) for part in title.split("\n")),
+                     fontsize=10 if len(title) > 70 else None)
     if curves:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
