@@ -9,12 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 import yaml
-from test_compare_mechanism import BASE_PARTS, PARTS, QIDS, STRATA, TASK, _study, passk, table
 
 from grae.compare.mechanism_report import stratum_lines
 from grae.compare.rules import beats_baseline
 from grae.compare.rules.registry import rule_kind
 from grae.compare.stats import difference_interval, holm_intervals
+from test_compare_mechanism import BASE_PARTS, PARTS, QIDS, STRATA, TASK, _study, passk, table
 
 SPEC = {"ks": [1, 16, 256], "frontier_ks": [16, 256], "rare_stratum": "totals=excursion", "rare_k": 4,
         "strategy": "G", "min_seeds": 3}

@@ -358,8 +358,8 @@ def check_rule(value: Any, cfg: CompareConfig) -> dict[str, Any] | None:
 
 def _rule_value_ok(value: Any, kind_of: str, methods: list[str]) -> bool:
     """Whether a rule key's ``value`` has its type (grae.compare.rules.spec.RuleKey): ``method`` one of ``methods``;
-    ``test`` one of FRONTIER_TESTS; ``label`` non-empty text; ``k_list`` distinct counts; ``points`` a finite number, ``margin`` one <= 0; ``count`` an integer >= 1,
-    ``power_of_two`` one that is."""
+    ``test`` one of FRONTIER_TESTS; ``label`` non-empty text; ``k_list`` a list of distinct counts; ``points`` a
+    finite number, ``margin`` one <= 0; ``count`` an integer >= 1, ``power_of_two`` one that is."""
     if kind_of == "method":
         return isinstance(value, str) and value in methods
     if kind_of == "test":
