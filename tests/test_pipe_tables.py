@@ -8,13 +8,15 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from grae.advantage import describe, names
 from timeouts import scaled
 
 
-def _piped(*args: str) -> str:
-    """``grae ARGS | cat`` in a shell: stdout is a pipe, not a terminal; no ``COLUMNS`` set."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+def _piped(*args: str, columns: str | None = None) -> str:
+    """``grae ARGS | cat`` in a shell: stdout is a pipe, not a terminal; ``COLUMNS`` as given (unset: None)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
     command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "grae.cli", *args]) + " | cat"
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, env=env,
                           timeout=scaled(300))
@@ -28,8 +30,11 @@ def _rows(text: str) -> list[list[str]]:
             if line.lstrip().startswith("│")]
 
 
-def test_grae_estimators_in_a_pipe_has_one_line_per_estimator_with_each_value_whole():
-    out = _piped("estimators")
+# COLUMNS 80: a terminal's width the process inherited (GNU readline exports it in a Python that imports it, as
+# pytest does, and every process started from there has it); a pipe still gets every table whole
+@pytest.mark.parametrize("columns", [None, "80"])
+def test_grae_estimators_in_a_pipe_has_one_line_per_estimator_with_each_value_whole(columns):
+    out = _piped("estimators", columns=columns)
     rows = _rows(out)
     assert "…" not in out
     by_name = {row[0]: row for row in rows if row[0]}

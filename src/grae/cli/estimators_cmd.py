@@ -10,6 +10,7 @@ def register(app: typer.Typer) -> None:
     def estimators() -> None:
         """List registered advantage estimators with their default parameters."""
         from rich.table import Column, Table
+        from rich.text import Text
 
         from grae.advantage import describe, names
         from grae.cli.output import console as make_console
@@ -21,5 +22,6 @@ def register(app: typer.Typer) -> None:
                       Column("what it is", overflow="fold", ratio=4), expand=console.is_terminal)
         for name in names():
             d = describe(name)
-            table.add_row(name, d["signature"], ", ".join(d["requires"]) or "-", d["summary"])
+            # as text, not markup: a summary's formula (E[k(1 − p)^(k−1)]) holds brackets rich would read as a tag
+            table.add_row(*map(Text, (name, d["signature"], ", ".join(d["requires"]) or "-", d["summary"])))
         console.print(table)

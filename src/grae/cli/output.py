@@ -10,21 +10,24 @@ from typing import Any
 
 from rich.markup import escape
 
-#: console width when stdout is not a terminal (and ``COLUMNS`` is unset): wider than any table grae prints, so
-#: a table in a pipe or a log file (``grae sim | tee``, ``grae estimators | grep``) keeps every column and every
-#: value on one line (a table prints at its natural width, a line as it is)
+#: console width when stdout is not a terminal: wider than any table grae prints, so a table in a pipe or a log
+#: file (``grae sim | tee``, ``grae estimators | grep``) keeps every column and every value on one line (a table
+#: prints at its natural width, a line as it is)
 PIPE_WIDTH = 10_000
 
 
 def console(**kwargs: Any) -> Any:
-    """A rich Console for a command's output: as wide as the terminal (or ``COLUMNS``), where a table wider than
-    that wraps its cells' text onto more lines; in a pipe or a file (no terminal, no ``COLUMNS``) :data:`PIPE_WIDTH`,
-    so every table prints whole, one row a line, for ``grep``, ``cut`` and ``diff``."""
+    """A rich Console for a command's output: at a terminal as wide as it is (or ``COLUMNS``), where a table wider
+    than that wraps its cells' text onto more lines; in a pipe or a file :data:`PIPE_WIDTH`, so every table prints
+    whole, one row a line, for ``grep``, ``cut`` and ``diff``. ``COLUMNS`` is not read there: it is a terminal's
+    width, and a process writing to a pipe often inherits one it did not ask for (a Python that imports readline,
+    as pdb and so pytest do, gets ``COLUMNS=80`` from GNU readline, and so does every process it starts), which
+    would cut a table at 80 columns."""
     import sys
 
     from rich.console import Console
 
-    if "width" not in kwargs and not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+    if "width" not in kwargs and not sys.stdout.isatty():
         kwargs["width"] = PIPE_WIDTH
     return Console(**kwargs)
 

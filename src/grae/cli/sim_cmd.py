@@ -53,6 +53,7 @@ def register(app: typer.Typer) -> None:
 
         import torch
         from rich.table import Table
+        from rich.text import Text
 
         from grae.sim import SimConfig, run_sim
 
@@ -86,8 +87,9 @@ def register(app: typer.Typer) -> None:
         table.add_column("steps/s", justify="right")
         table.add_row("base", *[f"{100 * first.base[k]:.1f}" for k in ks], "")
         for spec, result in results.items():
-            table.add_row(spec, *[f"{100 * result.final[k]:.1f}" for k in ks], f"{result.steps_per_second:.0f}")
-            change.add_row(spec, *[f"{100 * (result.final[k] - result.base[k]):+.2f}" for k in ks])
+            label = Text(spec)  # the estimator as given, literally (not read as rich markup)
+            table.add_row(label, *[f"{100 * result.final[k]:.1f}" for k in ks], f"{result.steps_per_second:.0f}")
+            change.add_row(label, *[f"{100 * (result.final[k] - result.base[k]):+.2f}" for k in ks])
         console.print(table)
         console.print(change)
         if output:
