@@ -1,4 +1,4 @@
-"""The testbed gate's criteria (issue 36 §1; the rule is in the design file, e.g. studies/design/gate_r3.yaml).
+"""The testbed gate's criteria (the rule is in the design file, e.g. studies/design/gate_r3.yaml).
 
 Two steps, each writing JSON and a markdown table under ``--out``:
 
@@ -33,39 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gate_common import KS, answer_index, candidate_probs, load_model, passk_curve, policy_rows, study_setup
 
-KS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DECIDING_KS = (16, 64, 256)
 TEMPERATURES = (0.5, 0.7, 1.0)
 SAMPLED_PROBLEMS, SAMPLED_N = 100, 256
 TEMPERATURE_PROBLEMS = 200
-
-
-def passk_curve(p: np.ndarray, ks=KS) -> dict[int, float]:
-    """Exact pass@k = mean over problems of 1 − (1 − p)^k, in points."""
-    return {k: float(100 * np.mean(1 - (1 - np.clip(p, 0, 1)) ** k)) for k in ks}
-
-
-def study_setup(design: Path):
-    """The design's base train config (with its overrides), its task and its held-out problems."""
-    from grae.compare.grid import load_compare_config
-    from grae.data import get_task
-
-    study = load_compare_config(design)
-    job = study.jobs()[0]
-    cfg = study.train_config(job)
-    task = get_task(cfg.task.name, **cfg.task.params)
-    return study, cfg, task
-
-
-def candidate_probs(model, tok, task, examples, temperature: float) -> np.ndarray:
-    """``[problems, candidates]`` probabilities of every answer of the task's set (exact enumeration)."""
-    from grae.eval.exact import CandidateScorer
-
-    answers = task.answer_set()
-    scorer = CandidateScorer(model, tok, [task.answer_completion(a) for a in answers], temperature=temperature,
-                             top_p=1.0, max_tokens=None)
-    return np.stack([np.exp(scorer.logprobs(e["prompt"])) for e in examples])
 
 
 def error_spread(probs: np.ndarray, gold_index: np.ndarray, values: np.ndarray) -> dict[str, float]:
@@ -90,23 +63,13 @@ def near_miss(gold_index: np.ndarray, answers: list[str], w: int) -> np.ndarray:
 
 
 def base_step(design: Path, out: Path, limit: int | None = None) -> dict[str, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from grae.eval.runner import evaluate
-    from grae.presets import resolve_model
 
     study, cfg, task = study_setup(design)
-    torch.set_num_threads(1)
-    path = resolve_model(cfg.model)
-    model = AutoModelForCausalLM.from_pretrained(path).eval()
-    tok = AutoTokenizer.from_pretrained(path)
+    model, tok = load_model(cfg.model)
     heldout = task.heldout(study.eval["num_problems"] if study.eval else 600)[:limit]
     train = task.train(cfg.task.train_size, seed=study.seeds[0])
-    answers = task.answer_set()
-    values = np.array([int(a) for a in answers])
-    index = {a: i for i, a in enumerate(answers)}
-    gold_index = np.array([index[str(e["answer"]).strip()] for e in heldout])
+    answers, values, index, gold_index = answer_index(task, heldout)
     rows = np.arange(len(heldout))
 
     probs = candidate_probs(model, tok, task, heldout, 1.0)  # [P, C]
@@ -161,10 +124,7 @@ def base_step(design: Path, out: Path, limit: int | None = None) -> dict[str, An
 def base_markdown(r: dict[str, Any]) -> str:
     ks = (1, 16, 64, 256)
     lines = [f"## The base alone ({r['model']}; {r['problems']} held-out problems × {r['candidates']} candidate "
-             "answers, exact, T = 1)", "",
-             "| policy | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
-    for name, curve in r["table"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{curve[k]:.1f}" for k in ks) + " |")
+             "answers, exact, T = 1)", "", *policy_rows(r["table"], ks)]
     s = r["sampled_check"]
     sp = r["error_spread"]
     lines += ["", f"The base's wrong-answer mass lies at mean |a − gold| {sp['mean']:.2f}, median {sp['median']:.0f}; "

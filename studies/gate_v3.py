@@ -1,20 +1,24 @@
-"""Gate v3 (issue 52): certify an RL step that learns, train in the base's competence band, and measure every arm
-against the base's temperature frontier. Each step reads a design file committed before its runs
-(studies/design/gate_v3_*.yaml).
+"""Gate v3: certify an RL step that learns, train in the base's competence band, and measure every arm against the
+base's temperature frontier. Each step reads a design file committed before its runs (studies/design/gate_v3_*.yaml).
 
-    python studies/gate_v3.py check-base studies/design/gate_v3_pregate.yaml   # the rebuilt base is the measured one
-    python studies/gate_v3.py instrument studies/design/gate_v3_pregate.yaml   # a, b, k_L, S on the (rebuilt) base
-    python studies/gate_v3.py band       studies/design/gate_v3_pregate.yaml   # grae data band: the training problems
-    python studies/gate_v3.py pregate    studies/design/gate_v3_pregate.yaml   # the arms; table + training logs
+    python studies/gate_v3.py check-base  studies/design/gate_v3_pregate.yaml    # the rebuilt base is the measured one
+    python studies/gate_v3.py instrument  studies/design/gate_v3_pregate.yaml    # a, b, k_L, S on the (rebuilt) base
+    python studies/gate_v3.py band        studies/design/gate_v3_pregate.yaml    # grae data band: the training problems
+    python studies/gate_v3.py pregate     studies/design/gate_v3_pregate.yaml    # the arms; table + training logs
+    python studies/gate_v3.py modes       studies/design/gate_v3_two_modes_pregate.yaml  # pass@1 each strategy carries
+    python studies/gate_v3.py gate-train  studies/design/gate_v3_two_modes.yaml  # GRPO at the certified arm, every seed
+    python studies/gate_v3.py gate-report studies/design/gate_v3_two_modes.yaml  # criteria a, b, c', d, e; Δ_F
 
 Every pass@1 is exact (``chain_trace`` accepts one completion per strategy: p = Σ π(" " + gold + EOS | prompt),
 teacher-forced over every gold completion the task accepts, :func:`grae.eval.gold.gold_probs`). The pre-gate's Δ is
 paired per problem against the base (one seed: its interval is over problems only, a t interval on the per-problem
 differences).
 
-Outputs (committed): ``studies/reports/gate_v3/<design name>/``: ``pregate.md`` / ``pregate.json`` (the table),
-``logs/<arm>.jsonl`` (per step: reward, frac_reward_zero_std, entropy, grad_norm, learning_rate, completion length),
-``logs/<arm>.run.json`` and ``logs/<arm>.cpu_seconds``; the band file's header and counts (``band.json``).
+Outputs (committed) go under ``--reports`` (studies/reports/gate_v3), a folder a design: ``pregate.md`` /
+``pregate.json`` (the table), ``logs/<arm>.jsonl`` (per step: reward, frac_reward_zero_std, entropy, grad_norm,
+learning_rate, completion length), ``logs/<arm>.run.json`` and ``logs/<arm>.cpu_seconds``; the band file's header and
+counts (``band.json``); a gate's ``report.md`` / ``report.json`` in the folder of its pre-gate's design. Runs, band
+files and configs go under ``--runs`` (runs/gate_v3).
 """
 
 from __future__ import annotations
@@ -22,74 +26,37 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import resource
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from gate_v2 import load_model, run_counting_cpu  # this folder is the script's sys.path[0]
-
-from grae.yaml_io import load_yaml
+from gate_common import (
+    Dirs,
+    band,
+    band_holdout_examples,
+    band_paths,
+    band_train_examples,
+    best_temperature,
+    checkpoint_path,
+    fmt,
+    gold_probs,
+    heldout_of,
+    load_design,
+    load_model,
+    merged,
+    passk,
+    strata_masks,
+    task_of,
+    trace_instrument,
+    train_run,
+    verdict,
+    write,
+    write_logs,
+)
 
 REPORTS = Path("studies/reports/gate_v3")
 RUNS = Path("runs/gate_v3")
-#: per-step keys of metrics.jsonl kept in the committed training logs
-LOG_KEYS = ("step", "reward", "reward_std", "frac_reward_zero_std", "entropy", "grad_norm", "learning_rate",
-            "completions/mean_length", "completions/clipped_ratio", "grae/omega", "grae/acr", "grae/frac_all_correct",
-            "grae/frac_all_wrong", "grae/frac_dropped", "grae/gen_batches", "step_time")
-
-
-def load_design(path: Path) -> dict[str, Any]:
-    return load_yaml(path.read_text())
-
-
-def task_of(design: dict[str, Any], heldout: bool = False):
-    """The design's training task; ``heldout``: with the design's ``heldout_params`` over its parameters (the
-    two-mode design trains on in-range chains and holds out both kinds)."""
-    from grae.data import get_task
-
-    spec = design["train"]["task"]
-    params = {**spec.get("params", {}), **(design.get("heldout_params", {}) if heldout else {})}
-    return get_task(spec["name"], **params)
-
-
-def gold_probs(model, tok, examples, task, temperature: float = 1.0) -> np.ndarray:
-    """``[P]`` exact probability that one sample at ``temperature`` is accepted (every gold completion summed)."""
-    from grae.eval.gold import gold_probs as teacher_forced
-
-    return teacher_forced(model, tok, examples, task, temperature=temperature)
-
-
-def strata_masks(design: dict[str, Any], heldout) -> dict[str, np.ndarray]:
-    """``"all"`` and, when the held-out split is stratified, one mask per stratum (``"totals=in_range"``)."""
-    task = task_of(design, heldout=True)
-    keys = task.heldout_strata
-    masks = {"all": np.ones(len(heldout), dtype=bool)}
-    if keys:
-        labels = [",".join(f"{k}={v}" for k, v in zip(keys, task.stratum(e))) for e in heldout]
-        for label in sorted(set(labels)):
-            masks[label] = np.array([lab == label for lab in labels])
-    return masks
-
-
-def out_dir(design: dict[str, Any]) -> Path:
-    return REPORTS / design["name"]
-
-
-def run_root(design: dict[str, Any]) -> Path:
-    return RUNS / design["name"]
-
-
-def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def paired(diff: np.ndarray) -> dict[str, float]:
@@ -104,17 +71,16 @@ def paired(diff: np.ndarray) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------- check-base
-def check_base(design_path: Path) -> dict[str, Any]:
+def check_base(design_path: Path, dirs: Dirs) -> dict[str, Any]:
     """The rebuilt base's exact held-out p at T = 1 against the committed one (gate v2's measured base)."""
     design = load_design(design_path)
-    heldout = task_of(design, heldout=True).heldout(design["heldout_problems"])
+    held_task, heldout = heldout_of(design)
     model, tok = load_model(design["train"]["model"])
-    p = gold_probs(model, tok, heldout, task_of(design, heldout=True))
+    p = gold_probs(model, tok, heldout, held_task)
     committed = np.load(design["base_check"])[0]
     result = {"model": design["train"]["model"], "problems": len(heldout), "pass1": float(100 * p.mean()),
               "committed_pass1": float(100 * committed.mean()), "max_abs_diff_p": float(np.abs(p - committed).max())}
-    out = out_dir(design)
-    out.mkdir(parents=True, exist_ok=True)
+    out = dirs.out(design, mkdir=True)
     (out / "base_check.json").write_text(json.dumps(result, indent=1) + "\n")
     np.save(out / "base_heldout_p.npy", p)
     print(json.dumps(result))
@@ -122,132 +88,41 @@ def check_base(design_path: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------- instrument
-def instrument(design_path: Path) -> dict[str, Any]:
-    """Gate v2's base step (:func:`gate_v2.base_step`: exact pass@k, the format-only oracle, the references with no
-    computation, k_L, the subset S, the best temperature) on this design's base and held-out problems, written under
-    ``studies/reports/gate_v3/<name>/instrument/``: the rebuilt base is another model, so its instrument is measured
-    again rather than taken from gate v2's t4."""
-    import gate_v2
-
+def instrument(design_path: Path, dirs: Dirs) -> dict[str, Any]:
+    """Gate v2's instrument (:func:`gate_common.trace_instrument`: exact pass@k, the format-only oracle, the
+    references with no computation, k_L, the subset S, the best temperature) on this design's base and held-out
+    problems, written under ``instrument/`` in the design's report folder: the rebuilt base is another model, so its
+    instrument is measured again rather than taken from gate v2's t4."""
     design = load_design(design_path)
     v2_design = {"name": "instrument", "rule": "issue-45-gate-v2", "seeds": [design["seed"]],
                  "heldout_problems": design["heldout_problems"],
                  "derived_from": [], "sft_overlap_recipe": design.get("sft_overlap_recipe"),
                  "train": {**design["train"], "task": {**design["train"]["task"], "train_size": 2048}}}
-    path = run_root(design) / "instrument.yaml"
+    path = dirs.run_root(design) / "instrument.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(v2_design, sort_keys=False))
-    gate_v2.REPORTS = out_dir(design)
-    result = gate_v2.base_step(path)
-    print((out_dir(design) / "instrument" / "base.md").read_text())
-    return result
-
-
-# ---------------------------------------------------------------------------------------------------------- band
-def band_paths(design: dict[str, Any]) -> tuple[Path, Path, Path]:
-    """``(pool band file, training file, band hold-out file)``; a design with ``band_design`` uses that design's."""
-    root = run_root(load_design(Path(design["band_design"]))) if "band_design" in design else run_root(design)
-    return root / "band.jsonl", root / "band_train.jsonl", root / "band_holdout.jsonl"
-
-
-def band(design_path: Path) -> None:
-    """``grae data band`` on the design's pool, then ``holdout`` band problems (a seeded draw) kept out of training."""
-    from grae.data.band import read_band, write_band
-
-    design = load_design(design_path)
-    spec, cfg = design["band"], design["train"]
-    whole, train_file, holdout_file = band_paths(design)
-    whole.parent.mkdir(parents=True, exist_ok=True)
-    params = [f"--param={k}={v}" for k, v in cfg["task"].get("params", {}).items()]
-    cmd = [sys.executable, "-m", "grae.cli", "data", "band", "--model", cfg["model"], "--task", cfg["task"]["name"],
-           *params, "--pool", str(spec["pool"]), "--seed", str(spec["pool_seed"]), "--lo", str(spec["lo"]),
-           "--hi", str(spec["hi"]), "--temperature", str(spec["temperature"]), "--exact",
-           "--max-tokens", str(cfg["trl"]["max_completion_length"]), "--batch-size", "128", "-o", str(whole)]
-    if not whole.exists():
-        print(" ".join(cmd), flush=True)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-        (whole.parent / "band.cpu_seconds").write_text(f"{used:.1f}\n")
-    header, rows = read_band(whole)
-    rng = np.random.default_rng(spec["pool_seed"])
-    held = set(rng.choice(len(rows), size=min(spec["holdout"], len(rows) // 4), replace=False).tolist())
-    write_band(train_file, header, [r for i, r in enumerate(rows) if i not in held])
-    write_band(holdout_file, header, [r for i, r in enumerate(rows) if i in held])
-    out = out_dir(design)
-    out.mkdir(parents=True, exist_ok=True)
-    rates = np.array([r["pass_rate"] for r in rows])
-    cpu = whole.parent / "band.cpu_seconds"
-    summary = {"header": header, "kept": len(rows), "train": len(rows) - len(held), "holdout": len(held),
-               "mean_pass_rate": float(rates.mean()),
-               "expected_informative_groups_G8": float(np.mean(1 - rates ** 8 - (1 - rates) ** 8)),
-               "cpu_seconds": float(cpu.read_text()) if cpu.exists() else None}
-    (out / "band.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k != "header"}))
-
-
-def band_holdout_examples(design: dict[str, Any]) -> list[dict[str, Any]]:
-    """The band hold-out problems as task examples (same prompts and golds as training would see)."""
-    from grae.data.band import read_band
-
-    _, rows = read_band(band_paths(design)[2])
-    wanted = {r["question_id"] for r in rows}
-    task = task_of(design)
-    pool = task.train(design["band"]["pool"], seed=design["band"]["pool_seed"])
-    found = [e for e in pool if str(e["question_id"]) in wanted]
-    if len(found) != len(wanted):
-        raise SystemExit(f"band hold-out: {len(wanted) - len(found)} problems not found in the task's pool again")
-    return found
+    return trace_instrument(load_design(path), path, dirs.out(design) / v2_design["name"])
 
 
 # ------------------------------------------------------------------------------------------------------- pregate
-def arm_config(design: dict[str, Any], arm: str) -> dict[str, Any]:
+def arm_config(design: dict[str, Any], arm: str, dirs: Dirs) -> dict[str, Any]:
     cfg = merged(design["train"], design["arms"][arm] or {})
-    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design)[1])}
+    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design, dirs)[1])}
     cfg["keep_steps"] = [s for s in design["checkpoints"] if s < cfg["max_steps"]]
     cfg["seed"] = design["seed"]
     return cfg
 
 
-def train_arm(design: dict[str, Any], arm: str) -> Path:
-    out = run_root(design) / arm
-    if (out / "final").exists():
-        return out
-    cfg_path = run_root(design) / f"{arm}.yaml"
-    cfg_path.parent.mkdir(parents=True, exist_ok=True)
-    cfg_path.write_text(yaml.safe_dump(arm_config(design, arm), sort_keys=False))
-    cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
-           *(["--resume"] if (out / "run.json").exists() else [])]
-    print(" ".join(cmd), flush=True)
-    run_counting_cpu(cmd, out)
-    return out
-
-
-def checkpoint_path(out: Path, step: int, max_steps: int) -> Path:
-    return out / "final" if step == max_steps else out / "snapshots" / f"step-{step}"
-
-
-def write_logs(logs: Path, arm: str, out: Path) -> None:
-    """The run's committed training log: per-step :data:`LOG_KEYS`, its run.json and CPU seconds."""
-    from grae.train.rundir import read_metrics
-
-    logs.mkdir(parents=True, exist_ok=True)
-    rows = [{k: r[k] for k in LOG_KEYS if k in r} for r in read_metrics(out / "metrics.jsonl")]
-    (logs / f"{arm}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    shutil.copyfile(out / "run.json", logs / f"{arm}.run.json")
-    shutil.copyfile(out / "cpu_seconds", logs / f"{arm}.cpu_seconds")
-
-
-def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
+def pregate(design_path: Path, dirs: Dirs, arms: list[str] | None = None) -> dict[str, Any]:
+    """Each arm trained (one seed) and measured at each checkpoint against the base, paired per problem, on the
+    held-out problems (by stratum) and the band hold-out; each arm's Δ_F at k_L; the training logs."""
     design = load_design(design_path)
-    task, held_task = task_of(design), task_of(design, heldout=True)
-    heldout = held_task.heldout(design["heldout_problems"])
-    band_held = band_holdout_examples(design)
+    task = task_of(design)
+    held_task, heldout = heldout_of(design)
+    band_held = band_holdout_examples(design, dirs)
     masks = strata_masks(design, heldout)
     certify_on = design.get("certify_on", "all")
-    out = out_dir(design)
-    out.mkdir(parents=True, exist_ok=True)
+    out = dirs.out(design, mkdir=True)
     cache_path = out / "pregate_p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     if "base" not in cache:
@@ -259,7 +134,7 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
     max_steps = design["train"]["max_steps"]
     table: dict[str, Any] = {}
     for arm in arms or list(design["arms"]):
-        run = train_arm(design, arm)
+        run = train_run(arm_config(design, arm, dirs), dirs.run_root(design) / arm)
         write_logs(out / "logs", arm, run)
         row: dict[str, Any] = {"cpu_minutes": float((run / "cpu_seconds").read_text()) / 60}
         for step in design["checkpoints"]:
@@ -278,7 +153,7 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
         row["certified"] = bool(d_last > 1 and d_last > d_first)
         row["per_100_steps"] = d_last * 100 / int(last)
         table[arm] = row
-    k_l, frontier_rows = frontier_distances(design, heldout, cache, table)
+    k_l, frontier_rows = frontier_distances(design, heldout, cache, table, dirs)
     cache_path.write_text(json.dumps(cache))
     result = {"design": str(design_path), "base_heldout_pass1": float(100 * base_h[masks[certify_on]].mean()),
               "certify_on": certify_on, "strata_base_pass1": {n: float(100 * base_h[m].mean()) for n, m in masks.items()},
@@ -286,73 +161,55 @@ def pregate(design_path: Path, arms: list[str] | None = None) -> dict[str, Any]:
               "base_temperature_frontier": frontier_rows,
               "base_band_pass1": float(100 * base_b.mean()), "band_holdout_problems": len(band_held), "arms": table,
               "certified": [a for a, r in table.items() if r["certified"]]}
-    (out / "pregate.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "pregate.md").write_text(pregate_markdown(design, result))
-    print((out / "pregate.md").read_text())
+    write(out, "pregate", result, pregate_markdown(design, result))
     return result
 
 
 # ---------------------------------------------------------------------------------------------------------- gate
 # A gate design (studies/design/gate_v3_<name>.yaml) names its pre-gate design (the base, the instrument and the band
 # files), the certified arm's settings frozen in ``train``, its ``seeds`` and ``checkpoints`` (steps kept for GRPO's
-# checkpoint frontier). Criteria (issue 52 §3; the design's RULE): a, b as gate v2 (on the instrument); c': GRPO's
+# checkpoint frontier). Criteria (the design's RULE): a, b as gate v2 (on the instrument); c': GRPO's
 # pass@1 at T = 1 − the base's at T = 1, lower bound > +2, and GRPO at its own best T − the base at its best T (both
 # chosen on training problems), lower bound > −1; d: GRPO − base at k_L upper bound < −2 (held-out or S), both
 # outcomes reported; e: each run ≤ 30 core-minutes. Secondary: GRPO at T = 1 − the best-T base; Δ_F (distance above
 # the base's temperature frontier at k_L) and the band hold-out gap.
-def gate_runs(design: dict[str, Any], pre: dict[str, Any]) -> dict[int, Path]:
-    return {s: run_root(pre) / design["name"] / f"grpo_s{s}" for s in design["seeds"]}
+def gate_runs(design: dict[str, Any], pre: dict[str, Any], dirs: Dirs) -> dict[int, Path]:
+    return {s: dirs.run_root(pre) / design["name"] / f"grpo_s{s}" for s in design["seeds"]}
 
 
-def gate_train(design_path: Path, seeds: list[int] | None) -> None:
+def gate_config(design: dict[str, Any], pre: dict[str, Any], seed: int, dirs: Dirs) -> dict[str, Any]:
+    """The gate's frozen train config on the pre-gate's band training file, with its kept checkpoints and ``seed``."""
+    cfg = dict(design["train"])
+    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(pre, dirs)[1])}
+    cfg["keep_steps"] = [s for s in design["checkpoints"] if s < cfg["max_steps"]]
+    cfg["seed"] = seed
+    return cfg
+
+
+def gate_train(design_path: Path, dirs: Dirs, seeds: list[int] | None = None) -> None:
     design = load_design(design_path)
     pre = load_design(Path(design["pregate"]))
-    runs = gate_runs(design, pre)
+    runs = gate_runs(design, pre, dirs)
     for seed in seeds or design["seeds"]:
-        out = runs[seed]
-        if (out / "final").exists():
-            continue
-        cfg = dict(design["train"])
-        cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(pre)[1])}
-        cfg["keep_steps"] = [s for s in design["checkpoints"] if s < cfg["max_steps"]]
-        cfg["seed"] = seed
-        cfg_path = out.parent / f"grpo_s{seed}.yaml"
-        cfg_path.parent.mkdir(parents=True, exist_ok=True)
-        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
-               *(["--resume"] if (out / "run.json").exists() else [])]
-        print(" ".join(cmd), flush=True)
-        run_counting_cpu(cmd, out)
+        train_run(gate_config(design, pre, seed, dirs), runs[seed])
 
 
-def temperature_choice(model, tok, examples, task, temperatures) -> tuple[float, dict[float, float]]:
-    """The temperature of the best exact pass@1 on ``examples`` (training problems) and every T's pass@1 (points)."""
-    from grae.eval.gold import gold_probs as exact_p
-
-    by_t = {float(t): float(100 * exact_p(model, tok, examples, task, temperature=float(t)).mean()) for t in temperatures}
-    return max(by_t, key=lambda t: by_t[t]), by_t
-
-
-def gate_report(design_path: Path) -> dict[str, Any]:
+def gate_report(design_path: Path, dirs: Dirs) -> dict[str, Any]:
+    """The gate's criteria on every finished seed, written in the gate's folder under its pre-gate's report folder."""
     from grae.compare.stats import crossed_interval
     from grae.compare.temperature_frontier import base_temperature_p, frontier_table, temperature_frontier
-    from grae.data.band import read_band
-    from grae.eval.gold import gold_probs as exact_p
 
     design = load_design(design_path)
     pre = load_design(Path(design["pregate"]))
-    task, held_task = task_of(pre), task_of(pre, heldout=True)
-    heldout = held_task.heldout(pre["heldout_problems"])
-    inst_path = out_dir(pre) / "instrument" / "base.json"
+    task = task_of(pre)
+    held_task, heldout = heldout_of(pre)
+    inst_path = dirs.out(pre) / "instrument" / "base.json"
     inst = json.loads(inst_path.read_text()) if inst_path.exists() else None  # design 2: a and b not measured
     k_l = design.get("k_L") or inst["deciding_k"]
     temps = [float(t) for t in design["temperatures"]]
-    _, train_rows = read_band(band_paths(pre)[1])
-    ids = {r["question_id"] for r in train_rows[: design["temperature_problems"]]}
-    pool = task.train(pre["band"]["pool"], seed=pre["band"]["pool_seed"])
-    train_probs = [e for e in pool if str(e["question_id"]) in ids]
-    band_held = band_holdout_examples(pre)
-    out = out_dir(pre) / design["name"]
+    train_probs = band_train_examples(pre, design["temperature_problems"], dirs)
+    band_held = band_holdout_examples(pre, dirs)
+    out = dirs.out(pre) / design["name"]
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
@@ -360,11 +217,11 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     def measured(key: str, model_path: str) -> dict[str, Any]:
         if key not in cache:
             model, tok = load_model(model_path)
-            best_t, by_t = temperature_choice(model, tok, train_probs, task, temps)
-            cache[key] = {"T1": exact_p(model, tok, heldout, held_task).tolist(), "best_t": best_t, "train_by_t": by_t,
-                          "best": exact_p(model, tok, heldout, held_task, temperature=best_t).tolist(),
-                          "band_train": float(100 * exact_p(model, tok, train_probs, task).mean()),
-                          "band_holdout": float(100 * exact_p(model, tok, band_held, task).mean())}
+            best_t, by_t = best_temperature(lambda t: 100 * gold_probs(model, tok, train_probs, task, t).mean(), temps)
+            cache[key] = {"T1": gold_probs(model, tok, heldout, held_task).tolist(), "best_t": best_t, "train_by_t": by_t,
+                          "best": gold_probs(model, tok, heldout, held_task, best_t).tolist(),
+                          "band_train": float(100 * gold_probs(model, tok, train_probs, task).mean()),
+                          "band_holdout": float(100 * gold_probs(model, tok, band_held, task).mean())}
             if key == "base":
                 model_t = base_temperature_p(model, tok, heldout, held_task)
                 cache[key]["frontier"] = {str(t): v.tolist() for t, v in model_t.items()}
@@ -372,7 +229,7 @@ def gate_report(design_path: Path) -> dict[str, Any]:
         return cache[key]
 
     base = measured("base", pre["train"]["model"])
-    runs = gate_runs(design, pre)
+    runs = gate_runs(design, pre, dirs)
     done = [s for s in design["seeds"] if (runs[s] / "final").exists()]
     for s in done:
         write_logs(out / "logs", f"grpo_s{s}", runs[s])
@@ -382,8 +239,7 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     ks = [1, k_l]
 
     def curve(p) -> np.ndarray:  # [P, len(ks)] per-problem pass@k, in points
-        p = np.asarray(p)[:, None]
-        return 100 * (1 - (1 - p) ** np.asarray(ks)[None, :])
+        return passk(p, ks)
 
     def diff(key: str, ref: np.ndarray, mask: np.ndarray | None = None) -> list[dict[str, float]] | None:
         if len(done) < 2:
@@ -409,9 +265,6 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     minutes = [float((runs[s] / "cpu_seconds").read_text()) / 60 for s in done]
     complete = len(done) >= len(design["seeds"])
 
-    def verdict(passes: bool, fails: bool) -> str:
-        return "pass" if (passes and complete) else ("FAIL" if fails else "undecided (pilot)")
-
     c_pass = bool(c1) and c1[0]["lo"] > 2 and c2[0]["lo"] > -1
     c_fail = bool(c1) and (c1[0]["hi"] <= 2 or c2[0]["hi"] <= -1 or (complete and not c_pass))
     d_ivs = [iv for iv in (d_all, d_s) if iv]
@@ -419,7 +272,7 @@ def gate_report(design_path: Path) -> dict[str, Any]:
     d_fail = bool(d_ivs) and (all(iv["lo"] >= -2 for iv in d_ivs) or (complete and not d_pass))
     crit = {"a": all(inst["criterion_a"][str(k)] <= 1 for k in ks) if inst else "not measured",
             "b": (k_l is not None) if inst else "not measured",
-            "c'": verdict(c_pass, c_fail), "d": verdict(d_pass, d_fail),
+            "c'": verdict(c_pass, c_fail, complete), "d": verdict(d_pass, d_fail, complete),
             "e": "pass" if minutes and max(minutes) <= design["max_core_minutes"] else ("FAIL" if minutes else "not run")}
     gate = "passes" if (crit["a"] is True and crit["b"] is True and crit["c'"] == crit["d"] == crit["e"] == "pass") else (
         "fails" if (crit["a"] is False or crit["b"] is False or "FAIL" in (crit["c'"], crit["d"], crit["e"]))
@@ -446,9 +299,7 @@ def gate_report(design_path: Path) -> dict[str, Any]:
                                 if len(done) >= 2 else None}
                          for name, m in strata_masks(pre, heldout).items()},
               "training_minutes": minutes, "criteria": crit, "gate": gate}
-    (out / "report.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
-    (out / "report.md").write_text(gate_markdown(design, result))
-    print((out / "report.md").read_text())
+    write(out, "report", result, gate_markdown(design, result))
     return result
 
 
@@ -494,18 +345,18 @@ def gate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def instrument_of(design: dict[str, Any]) -> dict[str, Any]:
+def instrument_of(design: dict[str, Any], dirs: Dirs) -> dict[str, Any]:
     """The instrument measured on the band design's base (``gate_v3.py instrument``)."""
-    root = out_dir(load_design(Path(design["band_design"]))) if "band_design" in design else out_dir(design)
+    root = dirs.out(load_design(Path(design["band_design"])) if "band_design" in design else design)
     return json.loads((root / "instrument" / "base.json").read_text())
 
 
-def frontier_distances(design: dict[str, Any], heldout, cache: dict[str, Any], table: dict[str, Any]):
+def frontier_distances(design: dict[str, Any], heldout, cache: dict[str, Any], table: dict[str, Any], dirs: Dirs):
     """Each arm's Δ_F at k_L (its last checkpoint against the base's temperature frontier on the held-out problems,
     1 seed: an interval over problems), added to ``table``; returns k_L and F's rows."""
     from grae.compare.temperature_frontier import TEMPERATURES, base_temperature_p, frontier_table, temperature_frontier
 
-    k_l = design["k_frontier"] if "k_frontier" in design else instrument_of(design)["deciding_k"]
+    k_l = design["k_frontier"] if "k_frontier" in design else instrument_of(design, dirs)["deciding_k"]
     if "base_T" not in cache:
         model, tok = load_model(design["train"]["model"])
         cache["base_T"] = {str(t): v.tolist() for t, v in
@@ -521,17 +372,16 @@ def frontier_distances(design: dict[str, Any], heldout, cache: dict[str, Any], t
     return k_l, frontier_table(frontier)
 
 
-def modes(design_path: Path) -> dict[str, Any]:
+def modes(design_path: Path, dirs: Dirs) -> dict[str, Any]:
     """Exact held-out pass@1 carried by each strategy (L, G), per stratum, for the base and every arm's last
     checkpoint: does L solve excursion chains anyway, and does GRPO move mass from G to L?"""
     design = load_design(design_path)
-    held_task = task_of(design, heldout=True)
-    heldout = held_task.heldout(design["heldout_problems"])
+    held_task, heldout = heldout_of(design)
     masks = strata_masks(design, heldout)
     last = design["checkpoints"][-1]
     models = {"base": design["train"]["model"],
-              **{arm: str(checkpoint_path(run_root(design) / arm, last, design["train"]["max_steps"]))
-                 for arm in design["arms"] if (run_root(design) / arm / "final").exists()}}
+              **{arm: str(checkpoint_path(dirs.run_root(design) / arm, last, design["train"]["max_steps"]))
+                 for arm in design["arms"] if (dirs.run_root(design) / arm / "final").exists()}}
     from grae.eval.gold import gold_prob_parts
 
     result: dict[str, Any] = {}
@@ -541,20 +391,17 @@ def modes(design_path: Path) -> dict[str, Any]:
         per = {"L": parts[:, 0], "G": parts[:, 1]}
         result[name] = {stratum: {label: float(100 * p[m].mean()) for label, p in per.items()}
                         for stratum, m in masks.items()}
-    out = out_dir(design)
-    (out / "modes.json").write_text(json.dumps(result, indent=1) + "\n")
-    strata = list(masks)
-    lines = ["| model | " + " | ".join(f"{s}: L / G" for s in strata) + " |", "|" + "---|" * (len(strata) + 1)]
-    lines += [f"| {name} | " + " | ".join(f"{r[s]['L']:.2f} / {r[s]['G']:.2f}" for s in strata) + " |"
-              for name, r in result.items()]
-    (out / "modes.md").write_text("Exact held-out pass@1 (T = 1) carried by each strategy, by stratum:\n\n"
-                                  + "\n".join(lines) + "\n")
-    print((out / "modes.md").read_text())
+    write(dirs.out(design), "modes", result, modes_markdown(result))
     return result
 
 
-def fmt(iv: dict[str, float]) -> str:
-    return f"{iv['mean']:+.2f} [{iv['lo']:+.2f}, {iv['hi']:+.2f}]"
+def modes_markdown(result: dict[str, Any]) -> str:
+    """``modes.md``: a row a model, each stratum's L / G pass@1."""
+    strata = list(next(iter(result.values())))
+    lines = ["| model | " + " | ".join(f"{s}: L / G" for s in strata) + " |", "|" + "---|" * (len(strata) + 1)]
+    lines += [f"| {name} | " + " | ".join(f"{r[s]['L']:.2f} / {r[s]['G']:.2f}" for s in strata) + " |"
+              for name, r in result.items()]
+    return "Exact held-out pass@1 (T = 1) carried by each strategy, by stratum:\n\n" + "\n".join(lines) + "\n"
 
 
 def pregate_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
@@ -595,21 +442,23 @@ def main(argv=None) -> None:
     parser.add_argument("design", type=Path)
     parser.add_argument("--arms", nargs="*")
     parser.add_argument("--seeds", nargs="*", type=int)
+    Dirs.arguments(parser, REPORTS, RUNS)
     args = parser.parse_args(argv)
+    dirs = Dirs(args.reports, args.runs)
     if args.step == "check-base":
-        check_base(args.design)
+        check_base(args.design, dirs)
     elif args.step == "instrument":
-        instrument(args.design)
+        instrument(args.design, dirs)
     elif args.step == "band":
-        band(args.design)
+        band(args.design, dirs)
     elif args.step == "pregate":
-        pregate(args.design, args.arms)
+        pregate(args.design, dirs, args.arms)
     elif args.step == "modes":
-        modes(args.design)
+        modes(args.design, dirs)
     elif args.step == "gate-train":
-        gate_train(args.design, args.seeds)
+        gate_train(args.design, dirs, args.seeds)
     else:
-        gate_report(args.design)
+        gate_report(args.design, dirs)
 
 
 if __name__ == "__main__":

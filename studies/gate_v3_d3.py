@@ -1,14 +1,17 @@
 """Gate v3, design 3: the two-modes testbed whose rare mode has mass. Every step reads the design file committed before
-its runs (studies/design/gate_v3_two_modes_d3.yaml, which states the rules) and writes under
-``studies/reports/gate_v3/<design name>/``:
+its runs (studies/design/gate_v3_two_modes_d3.yaml, which states the rules; ``--design`` names another) and writes
+under ``--reports`` (studies/reports/gate_v3), in the design's folder; runs, band files and configs go under
+``--runs`` (runs/gate_v3):
 
-    python studies/gate_v3_d3.py check-base    # each build: the base checks, the L/G mass per stratum
-    python studies/gate_v3_d3.py instrument    # the shipped base: format-only oracle, guessers, k_L, frontier per stratum
-    python studies/gate_v3_d3.py band          # grae data band on the in-range pool; the band hold-out drawn
-    python studies/gate_v3_d3.py pregate       # the arms × seeds on the band hold-out only; the frozen arm
-    python studies/gate_v3_d3.py gate-train    # GRPO at the frozen arm, every seed
-    python studies/gate_v3_d3.py gate-report   # per stratum pass@k, N / N256 / L1 / LK with Holm, Δ_F, best T, mass
-    python studies/gate_v3_d3.py sample-check  # sampled correct rate against the exact p on the GRPO finals
+    python studies/gate_v3_d3.py check-base     # each build: the base checks, the L/G mass per stratum
+    python studies/gate_v3_d3.py ship           # the passing build copied into the package as tiny-two-modes
+    python studies/gate_v3_d3.py instrument     # the shipped base: format-only oracle, guessers, k_L, frontier per stratum
+    python studies/gate_v3_d3.py band           # grae data band on the in-range pool; the band hold-out drawn
+    python studies/gate_v3_d3.py pregate-train  # the pre-gate's arms × seeds
+    python studies/gate_v3_d3.py pregate        # the arms × seeds on the band hold-out only; the frozen arm
+    python studies/gate_v3_d3.py gate-train     # GRPO at the frozen arm, every seed
+    python studies/gate_v3_d3.py gate-report    # per stratum pass@k, N / N256 / L1 / LK with Holm, Δ_F, best T, mass
+    python studies/gate_v3_d3.py sample-check   # sampled correct rate against the exact p on the GRPO finals
 
 Every pass@k is exact: ``chain_trace`` with ``strategies="two"`` accepts one L and one G completion per problem, so a
 sample is correct with probability p = π(L gold + EOS) + π(G gold + EOS) (:func:`grae.eval.gold.gold_prob_parts`
@@ -22,22 +25,38 @@ import json
 import math
 import re
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from gate_v2 import load_model, run_counting_cpu, sample_rows  # this folder is the script's sys.path[0]
-from gate_v3 import band_holdout_examples, band_paths, checkpoint_path, fmt, merged, strata_masks, task_of, write_logs
-from gate_v3 import band as band_step
+from gate_common import (
+    Dirs,
+    band,
+    band_holdout_examples,
+    band_paths,
+    band_train_examples,
+    best_temperature,
+    checkpoint_path,
+    fmt,
+    heldout_of,
+    load_design,
+    load_model,
+    merged,
+    passk,
+    sample_rows,
+    strata_masks,
+    task_of,
+    train_run,
+    write,
+    write_logs,
+)
 
 from grae.compare.stats import crossed_interval, holm, holm_levels
 from grae.compare.temperature_frontier import temperature_frontier
 from grae.eval.gold import gold_prob_parts
 from grae.eval.identity import weights_fingerprint
-from grae.yaml_io import load_yaml
 
 DESIGN = Path("studies/design/gate_v3_two_modes_d3.yaml")
 REPORTS = Path("studies/reports/gate_v3")
@@ -47,41 +66,10 @@ PRESET = "tiny-two-modes"
 ASSET = Path("src/grae/assets") / PRESET
 
 
-def load_design(path: Path) -> dict[str, Any]:
-    return load_yaml(Path(path).read_text())
-
-
-def out_dir(design: dict[str, Any]) -> Path:
-    path = REPORTS / design["name"]
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def run_root(design: dict[str, Any]) -> Path:
-    return RUNS / design["name"]
-
-
-def heldout_of(design: dict[str, Any]):
-    task = task_of(design, heldout=True)
-    return task, task.heldout(design["heldout_problems"])
-
-
-def passk(p: np.ndarray, ks) -> np.ndarray:
-    """``[..., K]`` exact pass@k in points for p of any shape."""
-    p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)[..., None]
-    return 100 * (1 - (1 - p) ** np.asarray(ks, dtype=np.float64))
-
-
 def parts_of(model_path: str, examples, task, temperature: float = 1.0) -> np.ndarray:
     """``[P, 2]`` exact mass of the L and the G gold completion of each example."""
     model, tok = load_model(model_path)
     return gold_prob_parts(model, tok, examples, task, temperature=temperature)
-
-
-def write(out: Path, name: str, result: dict[str, Any], markdown: str) -> None:
-    (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
-    (out / f"{name}.md").write_text(markdown)
-    print(markdown)
 
 
 # ---------------------------------------------------------------------------------------------------- check-base
@@ -89,14 +77,14 @@ def build_path(design: dict[str, Any], seed: int) -> Path:
     return Path(design["builds_dir"]) / f"g30_base_s{seed}"
 
 
-def check_base(design: dict[str, Any]) -> dict[str, Any]:
+def check_base(design: dict[str, Any], dirs: Dirs) -> dict[str, Any]:
     """The design's base checks on every finished build (exact p at T = 1 on the held-out problems)."""
     task, heldout = heldout_of(design)
     masks = strata_masks(design, heldout)
     rules = design["base_checks"]
     inn, exc = masks["totals=in_range"], masks["totals=excursion"]
     lo, hi = rules["excursion_rare_band"]
-    out = out_dir(design)
+    out = dirs.out(design, mkdir=True)
     builds: dict[str, Any] = {}
     for seed in design["build_seeds"]:
         path = build_path(design, seed)
@@ -133,11 +121,18 @@ def check_base(design: dict[str, Any]) -> dict[str, Any]:
         chosen = str(deviation["seed"])
     result = {"design": design["name"], "recipe": design["recipe"], "builds": builds, "shipped_seed": chosen,
               "deviation": deviation}
-    lines = [f"## Design 3 base checks ({design['recipe']})", "",
+    write(out, "base_checks", result, base_checks_markdown(result))
+    return result
+
+
+def base_checks_markdown(r: dict[str, Any]) -> str:
+    """``base_checks.md``: a row a build, the shipped seed."""
+    chosen, deviation = r["shipped_seed"], r["deviation"]
+    lines = [f"## Design 3 base checks ({r['recipe']})", "",
              "Exact p at T = 1 on the 600 held-out problems (300 in range, 300 excursion).", "",
              "| build seed | excursion pass@64 | excursion p in [1/1024, 1/16] | in-range pass@1 | in-range L / G | "
              "excursion L / G | passes |", "|---|---|---|---|---|---|---|"]
-    for seed, row in builds.items():
+    for seed, row in r["builds"].items():
         m = row["mass"]
         lines.append(f"| {seed} | {row['excursion_pass64']:.2f} | {row['excursion_rare']} | {row['in_range_pass1']:.2f} | "
                      f"{m['totals=in_range']['L']:.2f} / {m['totals=in_range']['G']:.2f} | "
@@ -145,13 +140,12 @@ def check_base(design: dict[str, Any]) -> dict[str, Any]:
                      f"{'yes' if row['passes'] else 'no: ' + '; '.join(k for k, v in row['checks'].items() if not v)} |")
     lines += ["", f"Shipped: build seed {chosen}" + (f" — a deviation: {deviation['why']}" if deviation else "")
               if chosen is not None else "No build passes."]
-    write(out, "base_checks", result, "\n".join(lines) + "\n")
-    return result
+    return "\n".join(lines) + "\n"
 
 
-def ship(design: dict[str, Any]) -> None:
+def ship(design: dict[str, Any], dirs: Dirs) -> None:
     """Copy the chosen build into the package as the ``tiny-two-modes`` asset (weights, tokenizer, build_info)."""
-    checks = json.loads((out_dir(design) / "base_checks.json").read_text())
+    checks = json.loads((dirs.out(design) / "base_checks.json").read_text())
     seed = checks["shipped_seed"]
     if seed is None:
         raise SystemExit("no build passes its checks: nothing to ship")
@@ -186,7 +180,7 @@ def near_miss(gold: list[int], w: list[int]) -> float:
     return float(np.prod([1 / (2 * wj + 1) for wj in w[:len(gold)]]))
 
 
-def instrument(design: dict[str, Any]) -> dict[str, Any]:
+def instrument(design: dict[str, Any], dirs: Dirs) -> dict[str, Any]:
     """The design's instrument (its step 2) on the shipped base."""
     design = with_base(design)
     spec = design["instrument"]
@@ -257,16 +251,23 @@ def instrument(design: dict[str, Any]) -> dict[str, Any]:
                         "frontier": [{"T": pt.temperature, "pass1": 100 * pt.pass1, "passk": 100 * pt.passk,
                                       "on_F": pt.on_frontier} for pt in frontier.points],
                         "mass": {"L": float(100 * parts[mask, 0].mean()), "G": float(100 * parts[mask, 1].mean())}}
-    out = out_dir(design)
+    out = dirs.out(design, mkdir=True)
     np.save(out / "instrument_p.npy", np.stack([p, oracle, *guessers.values()]))
     np.save(out / "base_temperature_p.npy", np.stack([by_t[t] for t in temps]))
     result = {"model": model_path, "fingerprint": weights_fingerprint(ASSET), "ks": ks, "samples": spec["samples"],
               "in_format_mean": float(m.mean()), "near_miss_w": w, "strata": strata}
-    lines = [f"## Instrument on `{PRESET}` ({result['fingerprint']})", "",
-             f"Exact pass@k; {spec['samples']} samples per problem for the format share and the error widths. "
-             f"k_L per stratum = the largest k at which every guesser stays ≥ {spec['guesser_margin']:g} points "
-             "below the base.", ""]
-    for name, st in strata.items():
+    write(out, "instrument", result, instrument_markdown(design, result))
+    return result
+
+
+def instrument_markdown(design: dict[str, Any], r: dict[str, Any]) -> str:
+    """``instrument.md``: per stratum, every reference's pass@k and the base's temperature frontier."""
+    ks = r["ks"]
+    lines = [f"## Instrument on `{PRESET}` ({r['fingerprint']})", "",
+             f"Exact pass@k; {r['samples']} samples per problem for the format share and the error widths. "
+             f"k_L per stratum = the largest k at which every guesser stays ≥ {design['instrument']['guesser_margin']:g} "
+             "points below the base.", ""]
+    for name, st in r["strata"].items():
         lines += [f"### {name}: k_L = {st['k_L']}; mass L {st['mass']['L']:.2f} / G {st['mass']['G']:.2f}", "",
                   "| reference | " + " | ".join(f"@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
         lines += [f"| {n} | " + " | ".join(f"{x:.2f}" for x in c) + " |" for n, c in st["table"].items()]
@@ -275,15 +276,14 @@ def instrument(design: dict[str, Any]) -> dict[str, Any]:
         lines += [f"| {pt['T']:g} | {pt['pass1']:.2f} | {pt['passk']:.2f} | {'on F' if pt['on_F'] else ''} |"
                   for pt in st["frontier"]]
         lines.append("")
-    write(out, "instrument", result, "\n".join(lines) + "\n")
-    return result
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------- pregate
-def pregate_config(design: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
+def pregate_config(design: dict[str, Any], arm: str, seed: int, dirs: Dirs) -> dict[str, Any]:
     spec = design["pregate"]
     cfg = merged(with_base(design)["train"], spec["arms"][arm] or {})
-    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design)[1])}
+    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design, dirs)[1])}
     cfg["max_steps"] = spec["max_steps"]
     cfg["save_steps"] = spec["max_steps"]
     cfg["keep_steps"] = [s for s in spec["checkpoints"] if s < spec["max_steps"]]
@@ -291,34 +291,21 @@ def pregate_config(design: dict[str, Any], arm: str, seed: int) -> dict[str, Any
     return cfg
 
 
-def train(cfg: dict[str, Any], out: Path) -> Path:
-    """``grae train`` of ``cfg`` into ``out`` (resumed where a run stopped), its CPU seconds counted."""
-    if (out / "final").exists():
-        return out
-    cfg_path = out.parent / f"{out.name}.yaml"
-    cfg_path.parent.mkdir(parents=True, exist_ok=True)
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    cmd = [sys.executable, "-m", "grae.cli", "train", str(cfg_path), "--output-dir", str(out), "--no-progress",
-           *(["--resume"] if (out / "run.json").exists() else [])]
-    print(" ".join(cmd), flush=True)
-    run_counting_cpu(cmd, out)
-    return out
-
-
-def pregate_train(design: dict[str, Any], arms: list[str] | None, seeds: list[int] | None) -> None:
+def pregate_train(design: dict[str, Any], dirs: Dirs, arms: list[str] | None = None,
+                  seeds: list[int] | None = None) -> None:
     spec = design["pregate"]
     for seed in seeds or spec["seeds"]:
         for arm in arms or list(spec["arms"]):
-            train(pregate_config(design, arm, seed), run_root(design) / "pregate" / f"{arm}_s{seed}")
+            train_run(pregate_config(design, arm, seed, dirs), dirs.run_root(design) / "pregate" / f"{arm}_s{seed}")
 
 
-def pregate_report(design: dict[str, Any]) -> dict[str, Any]:
+def pregate_report(design: dict[str, Any], dirs: Dirs) -> dict[str, Any]:
     """The design's pre-gate rule on the band hold-out only (never the held-out test problems)."""
     design = with_base(design)
     spec = design["pregate"]
     task = task_of(design)
-    held = band_holdout_examples(design)
-    out = out_dir(design)
+    held = band_holdout_examples(design, dirs)
+    out = dirs.out(design, mkdir=True)
     cache_path = out / "pregate_band_p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     if "base" not in cache:
@@ -326,7 +313,7 @@ def pregate_report(design: dict[str, Any]) -> dict[str, Any]:
     base = np.array(cache["base"])
     table: dict[str, Any] = {}
     for arm in spec["arms"]:
-        runs = {s: run_root(design) / "pregate" / f"{arm}_s{s}" for s in spec["seeds"]}
+        runs = {s: dirs.run_root(design) / "pregate" / f"{arm}_s{s}" for s in spec["seeds"]}
         if not all((r / "final").exists() for r in runs.values()):
             continue
         row: dict[str, Any] = {"core_minutes": [float((r / "cpu_seconds").read_text()) / 60 for r in runs.values()]}
@@ -355,30 +342,38 @@ def pregate_report(design: dict[str, Any]) -> dict[str, Any]:
     result = {"base_band_holdout_pass1": float(100 * base.mean()), "problems": len(held), "arms": table,
               "certified": certified, "frozen": frozen, "frozen_certified": bool(frozen in certified),
               "complete": complete}
-    lines = [f"## Pre-gate on the band hold-out ({len(held)} in-range band problems never trained on)", "",
+    write(out, "pregate_band", result, pregate_band_markdown(design, result))
+    return result
+
+
+def pregate_band_markdown(design: dict[str, Any], result: dict[str, Any]) -> str:
+    """``pregate_band.md``: each arm's Δ at each checkpoint, per seed at the last, certified or not; the frozen arm."""
+    spec = design["pregate"]
+    last = str(spec["checkpoints"][-1])
+    frozen = result["frozen"]
+    lines = [f"## Pre-gate on the band hold-out ({result['problems']} in-range band problems never trained on)", "",
              f"Base exact pass@1 at T = 1: {result['base_band_holdout_pass1']:.2f}. Δ in points, paired per problem, "
              f"crossed seeds × problems 95 % interval, seeds {spec['seeds']}.", "",
              "| arm | " + " | ".join(f"Δ pass@1 @{s}" for s in spec["checkpoints"]) + " | per seed @" + last +
              " | certified (lower bound > +%g) | core-min |" % spec["lower_bound_min"], "|---|" + "---|" * (len(spec["checkpoints"]) + 3)]
-    for arm, row in table.items():
+    for arm, row in result["arms"].items():
         lines.append(f"| {arm} | " + " | ".join(fmt(row[str(s)]) for s in spec["checkpoints"]) + " | " +
                      ", ".join(f"{x:+.2f}" for x in row[last]["per_seed"]) + f" | {'**yes**' if row['certified'] else 'no'} | "
                      + ", ".join(f"{m:.1f}" for m in row["core_minutes"]) + " |")
     lines += ["", f"Frozen arm: {frozen or '— (arms still running)'}"
               + ("" if frozen is None else (" (certified)" if result["frozen_certified"] else " (uncertified: no arm "
                                                                                                "passed the rule)"))]
-    write(out, "pregate_band", result, "\n".join(lines) + "\n")
-    return result
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------- gate
-def gate_config(design: dict[str, Any], seed: int) -> dict[str, Any]:
-    pre = json.loads((out_dir(design) / "pregate_band.json").read_text())
+def gate_config(design: dict[str, Any], seed: int, dirs: Dirs) -> dict[str, Any]:
+    pre = json.loads((dirs.out(design) / "pregate_band.json").read_text())
     if not pre.get("frozen"):
         raise SystemExit("the pre-gate has frozen no arm yet: run pregate to completion")
     gate = design["gate"]
     cfg = merged(with_base(design)["train"], design["pregate"]["arms"][pre["frozen"]] or {})
-    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design)[1])}
+    cfg["task"] = {**cfg["task"], "train_subset": str(band_paths(design, dirs)[1])}
     cfg["max_steps"] = gate["max_steps"]
     cfg["save_steps"] = gate["max_steps"]
     cfg["keep_steps"] = list(gate["checkpoints"])
@@ -386,31 +381,17 @@ def gate_config(design: dict[str, Any], seed: int) -> dict[str, Any]:
     return cfg
 
 
-def gate_runs(design: dict[str, Any]) -> dict[int, Path]:
-    return {s: run_root(design) / "gate" / f"grpo_s{s}" for s in design["gate"]["seeds"]}
+def gate_runs(design: dict[str, Any], dirs: Dirs) -> dict[int, Path]:
+    return {s: dirs.run_root(design) / "gate" / f"grpo_s{s}" for s in design["gate"]["seeds"]}
 
 
-def gate_train(design: dict[str, Any], seeds: list[int] | None) -> None:
-    runs = gate_runs(design)
+def gate_train(design: dict[str, Any], dirs: Dirs, seeds: list[int] | None = None) -> None:
+    runs = gate_runs(design, dirs)
     for seed in seeds or design["gate"]["seeds"]:
-        train(gate_config(design, seed), runs[seed])
+        train_run(gate_config(design, seed, dirs), runs[seed])
 
 
-def best_temperature(model_path: str, examples, task, temps) -> tuple[float, dict[str, float]]:
-    by_t = {t: float(100 * parts_of(model_path, examples, task, t).sum(axis=1).mean()) for t in temps}
-    return max(by_t, key=lambda t: by_t[t]), {str(t): v for t, v in by_t.items()}
-
-
-def band_train_examples(design: dict[str, Any], n: int):
-    from grae.data.band import read_band
-
-    _, rows = read_band(band_paths(design)[1])
-    ids = {r["question_id"] for r in rows[:n]}
-    pool = task_of(design).train(design["band"]["pool"], seed=design["band"]["pool_seed"])
-    return [e for e in pool if str(e["question_id"]) in ids]
-
-
-def gate_report(design: dict[str, Any]) -> dict[str, Any]:
+def gate_report(design: dict[str, Any], dirs: Dirs) -> dict[str, Any]:
     """The design's step 4 on every finished GRPO seed."""
     design = with_base(design)
     gate = design["gate"]
@@ -418,21 +399,22 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
     task, heldout = heldout_of(design)
     train_task = task_of(design)
     masks = strata_masks(design, heldout)
-    inst = json.loads((out_dir(design) / "instrument.json").read_text())
+    inst = json.loads((dirs.out(design) / "instrument.json").read_text())
     k_l = {name: inst["strata"][name]["k_L"] or gate["k_fallback"] for name in design["strata"]}
     guess_proof = {name: inst["strata"][name]["k_L"] is not None for name in design["strata"]}
     temps = [float(t) for t in design["temperatures"]]
-    t_probs = band_train_examples(design, design["temperature_problems"])
-    band_held = band_holdout_examples(design)
-    out = out_dir(design) / "gate"
+    t_probs = band_train_examples(design, design["temperature_problems"], dirs)
+    band_held = band_holdout_examples(design, dirs)
+    out = dirs.out(design) / "gate"
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "p.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
 
     def measured(key: str, path: str, frontier: bool = False) -> dict[str, Any]:
         if key not in cache:
-            best_t, by_t = best_temperature(path, t_probs, train_task, temps)
-            row = {"parts": parts_of(path, heldout, task).tolist(), "best_t": best_t, "band_train_by_t": by_t,
+            best_t, by_t = best_temperature(lambda t: 100 * parts_of(path, t_probs, train_task, t).sum(axis=1).mean(), temps)
+            row = {"parts": parts_of(path, heldout, task).tolist(), "best_t": best_t,
+                   "band_train_by_t": {str(t): v for t, v in by_t.items()},
                    "best": parts_of(path, heldout, task, best_t).sum(axis=1).tolist(),
                    "band_holdout": float(100 * parts_of(path, band_held, train_task).sum(axis=1).mean())}
             if frontier:
@@ -442,7 +424,7 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
         return cache[key]
 
     base = measured("base", design["train"]["model"], frontier=True)
-    runs = gate_runs(design)
+    runs = gate_runs(design, dirs)
     done = [s for s in gate["seeds"] if (runs[s] / "final").exists()]
     for s in done:
         write_logs(out / "logs", f"grpo_s{s}", runs[s])
@@ -519,7 +501,8 @@ def gate_report(design: dict[str, Any]) -> dict[str, Any]:
     minutes = [float((runs[s] / "cpu_seconds").read_text()) / 60 for s in done]
     per_seed = {str(s): {c: float(passk(grpo_p[i, masks[st]], [k]).mean()) for c, (st, k) in family.items()}
                 for i, s in enumerate(done)}
-    result = {"per_seed": per_seed, "seeds_done": done, "complete": complete, "k_L": k_l, "guess_proof": guess_proof, "frozen_arm": gate_config(design, 0)["trl"],
+    result = {"per_seed": per_seed, "seeds_done": done, "complete": complete, "k_L": k_l, "guess_proof": guess_proof,
+              "frozen_arm": gate_config(design, 0, dirs)["trl"],
               "base_fingerprint": weights_fingerprint(ASSET), "criteria": deltas, "rare_verdicts": verdicts,
               "curves": curves, "delta_F": frontier_d, "best_T_vs_best_T_pass1": best_vs_best,
               "best_t": {"base": base["best_t"], **{str(s): finals[s]["best_t"] for s in done}},
@@ -610,7 +593,9 @@ def gate_markdown(design: dict[str, Any], r: dict[str, Any], ks) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- sample check
-def sample_check(design: dict[str, Any]) -> dict[str, Any]:
+def sample_check(design: dict[str, Any], dirs: Dirs) -> dict[str, Any]:
+    """Each GRPO final's sampled correct rate on a seeded draw of held-out problems (half from each stratum) beside
+    its exact p, with the binomial z of each problem."""
     design = with_base(design)
     spec = design["sample_check"]
     task, heldout = heldout_of(design)
@@ -620,7 +605,7 @@ def sample_check(design: dict[str, Any]) -> dict[str, Any]:
                   for i in rng.choice(np.flatnonzero(masks[name]), spec["problems"] // 2, replace=False))
     examples = [heldout[i] for i in pick]
     rows_out: dict[str, Any] = {}
-    for s, run in gate_runs(design).items():
+    for s, run in gate_runs(design, dirs).items():
         if not (run / "final").exists():
             continue
         path = str(run / "final")
@@ -634,11 +619,17 @@ def sample_check(design: dict[str, Any]) -> dict[str, Any]:
                             "mean_exact": float(100 * p.mean()), "mean_sampled": float(100 * rate.mean()),
                             "max_abs_z": float(np.abs(z).max())}
     result = {"problems": [str(heldout[i]["question_id"]) for i in pick], "samples": spec["samples"], "seeds": rows_out}
-    lines = [f"## Sample check: {len(pick)} held-out problems × {spec['samples']} samples at T = 1", "",
-             "| GRPO seed | exact mean p | sampled correct rate | max |z| |", "|---|---|---|---|"]
-    lines += [f"| {s} | {r['mean_exact']:.2f} | {r['mean_sampled']:.2f} | {r['max_abs_z']:.2f} |" for s, r in rows_out.items()]
-    write(out_dir(design), "sample_check", result, "\n".join(lines) + "\n")
+    write(dirs.out(design, mkdir=True), "sample_check", result, sample_check_markdown(result))
     return result
+
+
+def sample_check_markdown(r: dict[str, Any]) -> str:
+    """``sample_check.md``: a row a GRPO seed."""
+    lines = [f"## Sample check: {len(r['problems'])} held-out problems × {r['samples']} samples at T = 1", "",
+             "| GRPO seed | exact mean p | sampled correct rate | max |z| |", "|---|---|---|---|"]
+    lines += [f"| {s} | {x['mean_exact']:.2f} | {x['mean_sampled']:.2f} | {x['max_abs_z']:.2f} |"
+              for s, x in r["seeds"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
@@ -648,29 +639,31 @@ def main(argv=None) -> None:
     parser.add_argument("--design", type=Path, default=DESIGN)
     parser.add_argument("--arms", nargs="*")
     parser.add_argument("--seeds", nargs="*", type=int)
+    Dirs.arguments(parser, REPORTS, RUNS)
     args = parser.parse_args(argv)
     design = load_design(args.design)
+    dirs = Dirs(args.reports, args.runs)
     if args.step == "check-base":
-        check_base(design)
+        check_base(design, dirs)
     elif args.step == "ship":
-        ship(design)
+        ship(design, dirs)
     elif args.step == "instrument":
-        instrument(design)
+        instrument(design, dirs)
     elif args.step == "band":
-        band_design = RUNS / design["name"] / "band_design.yaml"
+        band_design = dirs.run_root(design) / "band_design.yaml"
         band_design.parent.mkdir(parents=True, exist_ok=True)
         band_design.write_text(yaml.safe_dump(with_base(design), sort_keys=False))
-        band_step(band_design)
+        band(band_design, dirs)
     elif args.step == "pregate-train":
-        pregate_train(design, args.arms, args.seeds)
+        pregate_train(design, dirs, args.arms, args.seeds)
     elif args.step == "pregate":
-        pregate_report(design)
+        pregate_report(design, dirs)
     elif args.step == "gate-train":
-        gate_train(design, args.seeds)
+        gate_train(design, dirs, args.seeds)
     elif args.step == "gate-report":
-        gate_report(design)
+        gate_report(design, dirs)
     else:
-        sample_check(design)
+        sample_check(design, dirs)
 
 
 if __name__ == "__main__":

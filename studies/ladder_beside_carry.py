@@ -1,8 +1,8 @@
-"""tiny-ladder beside tiny-carry on R4's held-out problems (issue 45 §3): what R4's carry stage did to the base.
+"""tiny-ladder beside tiny-carry on R4's held-out problems: what R4's carry stage did to the base.
 
 R4's base ``tiny-carry`` is ``tiny-ladder`` plus a stage of planted carry errors; the R4 reports compare GRPO with
 tiny-carry only. This script evaluates both models exactly (every candidate answer teacher-forced, T = 1: the
-gate's :func:`gate_criteria.candidate_probs`) on the 600 held-out problems of ``studies/design/decisive_r4.yaml``
+gate's :func:`gate_common.candidate_probs`) on the 600 held-out problems of ``studies/design/decisive_r4.yaml``
 and writes, per model and per operand-digit stratum (the largest operand's digits), exact pass@k, and where the
 wrong-answer mass lies: the share at |answer − gold| in [8, 24] and exactly at 10 or 20 (the errors the stage
 was meant to plant)::
@@ -20,13 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-from gate_criteria import candidate_probs, passk_curve, study_setup  # noqa: E402
+from gate_common import answer_index, candidate_probs, load_model, passk_curve, study_setup
 
 DESIGN = Path("studies/design/decisive_r4.yaml")
 MODELS = ("tiny-ladder", "tiny-carry")
@@ -51,25 +48,15 @@ def wrong_mass_shares(probs: np.ndarray, gold_index: np.ndarray, values: np.ndar
 
 
 def measure(out: Path, design: Path = DESIGN, temperature: float = 1.0) -> dict:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from grae.presets import resolve_model
-
-    torch.set_num_threads(1)
     study, _, task = study_setup(design)
     heldout = task.heldout(study.eval["num_problems"])
-    answers = task.answer_set()
-    values = np.array([int(a) for a in answers])
-    index = {a: i for i, a in enumerate(answers)}
-    gold_index = np.array([index[str(e["answer"]).strip()] for e in heldout])
+    answers, values, _, gold_index = answer_index(task, heldout)
     strata = np.array([digits(e["question"]) for e in heldout])
     result: dict = {"design": str(design), "temperature": temperature, "problems": len(heldout),
                     "candidates": len(answers), "models": {}}
     for name in MODELS:
-        path = resolve_model(name)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-        probs = candidate_probs(model, AutoTokenizer.from_pretrained(path), task, heldout, temperature)
+        model, tok = load_model(name)
+        probs = candidate_probs(model, tok, task, heldout, temperature)
         p = probs[np.arange(len(heldout)), gold_index]
         by = {"all": np.ones(len(heldout), bool)} | {f"{d}-digit": strata == d for d in sorted(set(strata))}
         result["models"][name] = {s: {"problems": int(m.sum()), "passk": passk_curve(p[m]),
