@@ -50,11 +50,15 @@ def gsm_file(path: Path, n: int = 20) -> Path:
 
 @pytest.fixture
 def pretrained(tmp_path) -> str:
-    """The shipped tiny model under a pretrained model's name (not named ``tiny…``)."""
+    """The shipped tiny model under a pretrained model's name (not named ``tiny…``) and with that model's context
+    (8192 positions; the tiny model's rotary positions do not depend on it): a pretrained model's budgets (TRL's
+    512 completion tokens) fit, as on the model it stands in for."""
     from grae.tiny import tiny_model_path
 
     target = tmp_path / "SmolLM2-135M-Instruct"
     shutil.copytree(tiny_model_path(), target)
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8192}, indent=2))
     return str(target)
 
 

@@ -245,8 +245,9 @@ def _dry_run(console, cfg) -> int:
     """``--dry-run``: what ``cfg`` resolved to, every resolved key, then the verdict; returns the exit status. A
     run that would stop — :func:`loading_problem` (the model not cached with the hub unreachable, a preset's
     missing wheel, a tokenizer without a chat template, a push without a token: exit 2, as the run), or data that
-    leaves it nothing to learn from (no gold the verifier can match, no answer that fits in a token budget: exit 1)
-    — is said first and last. The config is checked, the network only looked at."""
+    leaves it nothing to learn from (no gold the verifier can match, no answer that fits in a token budget) or that
+    does not fit in the model's context with its budget (exit 1) — is said first and last. The config is checked,
+    the network only looked at."""
     from grae.train.config import to_dict
     from grae.train.dry_run import plan
     from grae.train.resolve import resolved_lines
@@ -329,7 +330,8 @@ def register(app: typer.Typer) -> None:
                                    "print the traceback after its one line (it is always in the run's error.log)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the config in full and say what it resolves to "
                                      "(model, task columns, every gold through the verifier, the token budget, "
-                                     "reward functions, steps, then every resolved key), then exit: nothing is "
+                                     "the longest prompt against the model's context, reward functions, steps, "
+                                     "then every resolved key), then exit: nothing is "
                                      "downloaded, loaded, trained or written."),
     ) -> None:
         """grae train [CONFIG] [--key value …]: train with a grae estimator (default: the embedded

@@ -22,9 +22,10 @@ def plan_lines(cfg: TrainConfig) -> list[tuple[str, str]]:
 def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
     """``(what, resolved to)`` rows for a validated ``cfg`` — the estimator first (and whether it is grae's default),
     model and how it loads, task and the columns it reads, sizes fitted to the data, one rendered prompt and what
-    its gold answer reads as, reward functions and where each comes from, steps and batch, held-out evaluation,
-    run directory — and what in the data would leave the run nothing to learn from
-    (:func:`grae.train.gold_check.stopping_problems`)."""
+    its gold answer reads as, the longest prompt plus its budget against the model's context, reward functions and
+    where each comes from, steps and batch, held-out evaluation, run directory — and what in the data would leave
+    the run nothing to learn from (:func:`grae.train.gold_check.stopping_problems`) or would not fit in the model's
+    context (:func:`grae.train.context_check.context_problems`)."""
     from grae.data import LocalTask
     from grae.data.hub import fields_line
     from grae.train.trl_rewards import resolve_reward
@@ -47,7 +48,9 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")  # TRL's values, its defaults filled in
     batch = f"{batch_line(args)}, <= {args.max_completion_length} tokens, learning rate {args.learning_rate:g}"
     e = cfg.eval
-    golds, stops = _gold_lines(cfg, task)
+    tokenizer = _tokenizer(cfg, task)
+    golds, stops = _gold_lines(cfg, task, tokenizer)
+    context, too_long = _context_lines(cfg, task, tokenizer)
     heldout = (f"{e.num_problems} problems x n = {e.n}, {e.max_tokens} tokens, before and after" if e.enabled
                else "off")
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
@@ -58,11 +61,12 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
             ("train on", size),
             *example_lines(task),
             *golds,
+            *context,
             ("rewards", "; ".join(rewards)),
             ("steps", f"{cfg.max_steps}, {batch}"),
             ("held-out", heldout),
             ("output", cfg.output_dir),
-            ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")], stops
+            ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")], [*stops, *too_long]
 
 
 def batch_line(args: Any) -> str:
@@ -83,20 +87,57 @@ def params_of(params: dict) -> dict:
     return dict(sorted(params.items()))
 
 
-def _gold_lines(cfg: TrainConfig, task: Any) -> tuple[list[tuple[str, str]], list[str]]:
+def _tokenizer(cfg: TrainConfig, task: Any) -> Any:
+    """The model's tokenizer where the dry run reads the task's rows (not a hub dataset) and the model's files are
+    on this machine, else None."""
+    from grae.data import HubTask
+    from grae.train.gold_check import model_tokenizer
+    from grae.train.trl_recipe import processor_load_kwargs
+
+    return None if isinstance(task, HubTask) else model_tokenizer(cfg.model, processor_load_kwargs(cfg.trl))
+
+
+def _gold_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
     """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`): the rows, and what
     in them leaves the run nothing to learn from."""
-    from grae.train.gold_check import budget_lines, check_golds, gold_lines, model_tokenizer, stopping_problems
-    from grae.train.trl_recipe import processor_load_kwargs
+    from grae.train.gold_check import budget_lines, check_golds, gold_lines, stopping_problems
 
     heldout = cfg.eval.num_problems if cfg.eval.enabled else 0
     check = check_golds(task, cfg.task.train_size, heldout, cfg.seed)
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
-    tokenizer = model_tokenizer(cfg.model, processor_load_kwargs(cfg.trl)) if check is not None else None
+    tokenizer = tokenizer if check is not None else None
     eval_tokens = cfg.eval.max_tokens if cfg.eval.enabled else None
     rows = [*gold_lines(check), *budget_lines(check, tokenizer, args.max_completion_length, eval_tokens,
                                               getattr(task, "instruction", None))]
     return rows, stopping_problems(check, tokenizer, args.max_completion_length, eval_tokens)
+
+
+def _context_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """The longest training and held-out prompt the run would use, plus its budget, against the model's context
+    (:mod:`grae.train.context_check`): the row, and what does not fit. A hub dataset is not read (no row)."""
+    from grae.data import HubTask
+    from grae.train.context_check import context_lines, context_problems, measure_context, unmeasured
+    from grae.train.gold_check import model_config
+    from grae.train.trl_recipe import processor_load_kwargs
+
+    if isinstance(task, HubTask):
+        return [("context", "prompts measured when the data is local (a dry run downloads nothing)")], []
+    config = model_config(cfg.model, processor_load_kwargs(cfg.trl)) if tokenizer is not None else None
+    why = unmeasured([], tokenizer, config)  # before the examples are made: no tokenizer here, or a VLM
+    if why:
+        return context_lines(None, why), []
+    try:  # the examples the run trains and evaluates on
+        train = task.train(cfg.task.train_size, seed=cfg.seed)
+        heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+    except (ValueError, RuntimeError) as err:
+        return context_lines(None, f"task: {err.args[0] if err.args else err}"), []
+    why = unmeasured([*train, *heldout], tokenizer, config)
+    if why:
+        return context_lines(None, why), []
+    args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
+    fit = measure_context(task, train, heldout, tokenizer, config, args.max_completion_length,
+                          cfg.eval.max_tokens if cfg.eval.enabled else None, args.chat_template_kwargs)
+    return context_lines(fit), context_problems(fit)
 
 
 def example_lines(task: Any) -> list[tuple[str, str]]:

@@ -205,6 +205,17 @@ def stopping_problems(check: GoldCheck | None, tokenizer: Any, max_completion_le
 def model_tokenizer(model: str, load_kwargs: dict[str, Any]) -> Any:
     """The model's tokenizer when it is on this machine (a shipped or converted preset, a local directory, the
     hub cache), else None: the dry run converts and downloads nothing."""
+    return _load_here("AutoTokenizer", model, load_kwargs)
+
+
+def model_config(model: str, load_kwargs: dict[str, Any]) -> Any:
+    """The model's config (``config.json``) when it is on this machine, else None, as :func:`model_tokenizer`."""
+    return _load_here("AutoConfig", model, load_kwargs)
+
+
+def _load_here(loader: str, model: str, load_kwargs: dict[str, Any]) -> Any:
+    """``transformers.<loader>.from_pretrained`` of ``model``'s files on this machine (a shipped or converted preset,
+    a local directory, the hub cache), never the network; None when they are not here or do not load."""
     from pathlib import Path
 
     from grae.presets import PRESETS, _smollm2_target, resolve_model
@@ -219,9 +230,9 @@ def model_tokenizer(model: str, load_kwargs: dict[str, Any]) -> Any:
     else:
         where = model
     try:
-        from transformers import AutoTokenizer
+        import transformers
 
-        return AutoTokenizer.from_pretrained(where, local_files_only=not Path(where).expanduser().exists(),
-                                             **load_kwargs)
+        return getattr(transformers, loader).from_pretrained(
+            where, local_files_only=not Path(where).expanduser().exists(), **load_kwargs)
     except Exception:  # noqa: BLE001 - not on this machine, or not loadable: the dry run says it was not checked
         return None

@@ -116,6 +116,15 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         model_path = resolve_model(cfg.model)
     except RuntimeError as err:
         raise ConfigError(f"model: {err}") from None
+    # the tokenizer (a VLM: its processor) before the claim too: a prompt that does not fit in the model's
+    # context with its budget is a config error, as --dry-run says it
+    load, aux = model_load_kwargs(cfg.trl), processor_load_kwargs(cfg.trl)
+    model_config = AutoConfig.from_pretrained(model_path, **aux)
+    vision = is_vision_language(model_config)
+    processing = (AutoProcessor if vision else AutoTokenizer).from_pretrained(model_path, **aux)
+    too_long = _context_problem(cfg, task, train_examples, heldout, processing, model_config, args)
+    if too_long:
+        raise ConfigError(too_long)
     run_id, resume_from, notes = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume,
                                                                         overwrite=overwrite))
     if main:
@@ -130,13 +139,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
 
     # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
     # with trl.model_init_kwargs (dtype, attn_implementation, revision) and trust_remote_code, as TRL loads a model id
-    load, aux = model_load_kwargs(cfg.trl), processor_load_kwargs(cfg.trl)
-    if is_vision_language(AutoConfig.from_pretrained(model_path, **aux)):
-        processing = AutoProcessor.from_pretrained(model_path, **aux)
-        model = AutoModelForImageTextToText.from_pretrained(model_path, **load)
-    else:
-        processing = AutoTokenizer.from_pretrained(model_path, **aux)
-        model = AutoModelForCausalLM.from_pretrained(model_path, **load)
+    model = (AutoModelForImageTextToText if vision else AutoModelForCausalLM).from_pretrained(model_path, **load)
 
     def newest() -> str | None:
         return latest_complete_checkpoint(str(checkpoints), run_id)
@@ -271,6 +274,20 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds,
                                     base_note=base_note)
     return RunResult(out, steps, train_seconds, before, after, report, shared_bytes=shared)
+
+
+def _context_problem(cfg: TrainConfig, task, train_examples: list[dict], heldout: list[dict], processing,
+                     model_config, args) -> str | None:
+    """The line a run stops on before the claim when a training prompt with ``trl.max_completion_length`` (a
+    held-out one with ``eval.max_tokens``) does not fit in the model's context (:mod:`grae.train.context_check`),
+    else None; prompts that cannot be measured here are left to the other checks."""
+    from grae.train.context_check import context_problems, measure_context, unmeasured
+
+    if unmeasured([*train_examples, *heldout], processing, model_config):
+        return None
+    fit = measure_context(task, train_examples, heldout, processing, model_config, args.max_completion_length,
+                          cfg.eval.max_tokens if cfg.eval.enabled else None, args.chat_template_kwargs)
+    return "; ".join(context_problems(fit)) or None
 
 
 def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], processing,
