@@ -451,6 +451,9 @@ def register(app: typer.Typer) -> None:
             for k in held.ks:
                 table.add_row(f"pass@{k}", *map(escape, held.cells(k)))
             console.print(table)
+            note = held.oracle_note()  # the trained model against the base with its wrong output mode removed
+            if note:
+                console.print(note, markup=False, highlight=False, soft_wrap=True)
         else:
             console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)
         if result.report:

@@ -45,7 +45,10 @@ from grae.io import atomic_write_json, atomic_write_text
 
 
 def job_command(job: Job, config_path: Path) -> list[str]:
-    return [sys.executable, "-m", "grae.cli", "train", str(config_path), "--resume", "--no-progress"]
+    """A job's ``grae train``. Without the format-only oracle of its own (``eval.oracle``): the study pairs its
+    arms against the base's once (``paired_against: oracle``), where every job would compute it again."""
+    return [sys.executable, "-m", "grae.cli", "train", str(config_path), "--resume", "--no-progress",
+            "--eval.oracle", "false"]
 
 
 def frontier_command(cfg: CompareConfig, config_path: Path, job: Job) -> list[str]:

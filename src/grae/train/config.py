@@ -86,6 +86,16 @@ class EvalConfig:
     batch_size: int = 512
     #: sampling seed, in [0, 2**32)
     seed: int = 1234
+    #: the held-out table's column of the base's format-only oracle (the base with its mass outside the task's
+    #: answer format removed: grae.eval.exact.reference_counts), its exact pass@k from the base's exact evaluation
+    #: on the same problems at the same temperature, top_p and max_tokens, computed once before training into
+    #: eval/before_exact.jsonl (a --resume reuses it), and a line under the table saying whether the trained model
+    #: beats it (grae.train.oracle). Only where the task has a finite answer set (chain_sum; a one-gold task such
+    #: as chain_trace has no format-only oracle) and a text prompt; false: none
+    oracle: bool = True
+    #: skip the format-only oracle, said in one line, when the base's exact evaluation is estimated (after its
+    #: first candidates) at more than this many seconds; null: no limit
+    oracle_max_seconds: float | None = 300.0
 
 
 @dataclass
@@ -381,6 +391,8 @@ def validate(cfg: TrainConfig) -> None:
                             ("eval.max_tokens", e.max_tokens < 1, ">= 1"), ("eval.batch_size", e.batch_size < 1, ">= 1")]:
         if bad:
             raise ConfigError(f"{name}: must be {rule}, got {getattr(e, name.split('.')[1])}")
+    if e.oracle_max_seconds is not None and e.oracle_max_seconds < 0:
+        raise ConfigError(f"eval.oracle_max_seconds: must be >= 0 (null: no limit), got {e.oracle_max_seconds}")
     if not str(cfg.output_dir).strip():
         raise ConfigError("output_dir: empty; name the run directory (--output-dir runs/my-run)")
     from grae.eval.identity import looks_like_missing_path

@@ -51,8 +51,8 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
     tokenizer = _tokenizer(cfg, task)
     golds, stops = _gold_lines(cfg, task, tokenizer)
     context, too_long = _context_lines(cfg, task, tokenizer)
-    heldout = (f"{e.num_problems} problems x n = {e.n}, {e.max_tokens} tokens, before and after" if e.enabled
-               else "off")
+    heldout = (f"{e.num_problems} problems x n = {e.n}, {e.max_tokens} tokens, before and after{_oracle_part(cfg, task)}"
+               if e.enabled else "off")
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
                           f"{'' if chosen else ' (grae default; --estimator grpo trains TRL GRPO advantages)'}"),
             ("model", f"{cfg.model} (from_pretrained: {how})"),
@@ -67,6 +67,25 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
             ("held-out", heldout),
             ("output", cfg.output_dir),
             ("config", " → ".join(cfg.layers) + " → validated (grae.train.resolve)")], [*stops, *too_long]
+
+
+def _oracle_part(cfg: TrainConfig, task: Any) -> str:
+    """``; the base's format-only oracle (exact: 298 candidate answers per problem, once before training; …)`` where
+    the run computes it (:mod:`grae.train.oracle`), why not where its task has one and it cannot, else ""."""
+    from grae.eval.exact import BY_ANSWER_SET, exact_by
+    from grae.train.oracle import skip_reason
+
+    try:  # the answer set first: no held-out problem is read (nor downloaded) for a task without one
+        if not (cfg.eval.oracle and exact_by(task) == BY_ANSWER_SET):
+            return ""
+        reason = skip_reason(cfg, task, task.heldout(1))
+    except (ValueError, RuntimeError):  # no answer set (ExactError), or a split that cannot be read here
+        return ""
+    if reason is None:
+        limit = cfg.eval.oracle_max_seconds
+        return (f"; the base's format-only oracle (exact: {len(task.answer_set()):,} candidate answers per problem, "
+                f"once before training{'' if limit is None else f'; skipped if estimated above {limit:g} s'})")
+    return f"; no format-only oracle ({reason})" if reason else ""
 
 
 def batch_line(args: Any) -> str:

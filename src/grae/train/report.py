@@ -142,8 +142,12 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
     curves = {"base": before, f"after {cfg.estimator}": after} if before else {}
     held = heldout_table(out, before, after, cfg.eval.n, cfg.eval.seed) if before else None
     if curves and held is not None:
+        from grae.train.oracle import ORACLE
+
+        if ORACLE in held.rows:  # the base with its wrong output mode removed, beside the trained model
+            curves[ORACLE] = {k: e.value for k, e in held.rows[ORACLE].items()}
         bands = {label: {k: (e.lo, e.hi) for k, e in held.rows[row].items() if e.lo == e.lo}
-                 for label, row in zip(curves, ("base", "trained")) if row in held.rows}
+                 for label, row in zip(curves, ("base", "trained", ORACLE)) if row in held.rows}
         plot_passk_curves(curves, out / "passk.png", f"held-out pass@k, {run_title(out, cfg)}",
                           intervals={label: band for label, band in bands.items() if band})
     trl = cfg.trl

@@ -9,6 +9,8 @@ Run directory layout (``output_dir``)::
     final/                 the trained model and its tokenizer (a VLM: its processor); files equal to the
                            last checkpoint's are hard links to them (grae.train.disk)
     eval/before.jsonl      held-out samples of the base model (resumable), eval/after.jsonl
+    eval/before_exact.jsonl  the base's exact rows, for the format-only oracle (grae.train.oracle; a task with
+                           a finite answer set)
     eval/summary.json      pass@k before and after
     report.md, *.png       the report
 
@@ -29,6 +31,7 @@ Exit status of an interrupted run (SIGINT/SIGTERM: the current step finishes, a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -156,7 +159,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
                 _progress_bar(console if progress else None, f"held-out {which}") as bar:
             return evaluate_heldout(cfg, weights, processing, heldout, task, path, log, identity=identity(), progress=bar)
 
-    before = heldout_pass_at_k("before", model, lambda: model_identity(cfg.model, model_path, model))
+    base_identity = functools.cache(lambda: model_identity(cfg.model, model_path, model))  # the files' hash, once
+    before = heldout_pass_at_k("before", model, base_identity)
     wait_for_everyone(args)
     base_note = decided_by_main(args, lambda: base_without_signal(cfg, out / "eval" / "before.jsonl", heldout,
                                                                   processing, args.num_generations) if before else None)
@@ -164,6 +168,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False
         raise BaseWithoutSignal(base_note)
     if base_note:
         log(f"warning: {base_note} (training anyway: continue_without_signal)")
+    if before and main:  # the base's format-only oracle, from its exact rows: computed once, before training
+        from grae.train.oracle import ORACLE_FILE, base_oracle
+
+        exact_path = out / "eval" / ORACLE_FILE
+        with disk_full_is_resumable(f"writing the base's exact rows into {exact_path}", exact_path, newest), \
+                _progress_bar(console if progress else None, "held-out base, exact") as bar:
+            base_oracle(cfg, model, processing, heldout, task, out, log, base_identity, progress=bar)
+    wait_for_everyone(args)
 
     estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
     # TRL's scale_rewards is the estimator's scale (as GraeTrainer maps it for a named estimator): the object
