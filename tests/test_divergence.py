@@ -210,6 +210,8 @@ def test_training_from_a_model_whose_logits_overflow_is_one_line(overflowing_mod
     """The base's held-out evaluation names the same cause (exit 1), not a traceback."""
     result = CliRunner().invoke(_app(), ["--model", str(overflowing_model), "--output-dir", str(tmp_path / "run"),
                                          "--max-steps", "1", "--eval.num_problems", "2", "--eval.n", "2",
+                                         # budgets inside the test model's 256-token context (else refused first)
+                                         "--trl.max_completion_length", "16", "--eval.max_tokens", "16",
                                          "--no-progress"])
     assert result.exit_code == 1, result.output
     assert ("error: held-out evaluation: the model's next-token probabilities are non-finite while sampling"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grae.eval.stats import Estimate
+from grae.train.oracle import cell  # the table's cell format, shared with the oracle's sentence
 
 #: bootstrap resamples of the held-out problems (as ``grae eval``'s)
 BOOTSTRAP = 1000
@@ -62,17 +63,6 @@ class HeldoutTable:
         k = self.ks[0]
         return oracle_sentence(self.rows["trained"][k], self.rows[ORACLE][k],
                                self.vs_oracle.get(k) if self.vs_oracle else None, base=self.rows["base"][k], k=k)
-
-
-def cell(estimate: Estimate, signed: bool = False) -> str:
-    """``12.5 [0.0, 37.5]``, ``+12.5 [-12.5, +37.5]`` for a change, ``0.0 [0.0, 31.2] (n=8)`` where the interval
-    rests on n alone; the bare value where no interval is known."""
-    fmt = "{:+.1f}" if signed else "{:.1f}"
-    value = fmt.format(100 * estimate.value)
-    if estimate.lo != estimate.lo:  # NaN: no rows on disk
-        return value
-    interval = f"{value} [{fmt.format(100 * estimate.lo)}, {fmt.format(100 * estimate.hi)}]"
-    return interval + (f" (n={estimate.n_eff})" if estimate.n_eff is not None else "")
 
 
 def heldout_table(out: Path, before: dict[int, float], after: dict[int, float], n: int | None,

@@ -167,6 +167,17 @@ def _pct(value: float, signed: bool = False) -> str:
     return ("{:+.1f}" if signed else "{:.1f}").format(100 * value)
 
 
+def cell(estimate: Estimate, signed: bool = False) -> str:
+    """``12.5 [0.0, 37.5]``, ``+12.5 [-12.5, +37.5]`` for a change, ``0.0 [0.0, 31.2] (n=8)`` where the interval
+    rests on n alone; the bare value where no interval is known."""
+    fmt = "{:+.1f}" if signed else "{:.1f}"
+    value = fmt.format(100 * estimate.value)
+    if estimate.lo != estimate.lo:  # NaN: no rows on disk
+        return value
+    interval = f"{value} [{fmt.format(100 * estimate.lo)}, {fmt.format(100 * estimate.hi)}]"
+    return interval + (f" (n={estimate.n_eff})" if estimate.n_eff is not None else "")
+
+
 def oracle_sentence(trained: Estimate, oracle: Estimate, versus: Estimate | None = None, *,
                     base: Estimate | None = None, k: int = 1) -> str:
     """The line under the held-out table: the trained model's pass@``k`` against the format-only oracle's.
@@ -174,8 +185,6 @@ def oracle_sentence(trained: Estimate, oracle: Estimate, versus: Estimate | None
     Within the oracle's interval or below it: the gain is the format fix, said plainly with the oracle's score
     (and, where the trained model is no better than the ``base``, that there is no gain). Above it: by how much
     it exceeds the oracle, with ``versus`` (trained − oracle paired by problem) where given."""
-    from grae.train.heldout_table import cell
-
     top = oracle.hi if oracle.hi == oracle.hi else oracle.value  # NaN: no interval, the value itself
     low = oracle.lo if oracle.lo == oracle.lo else oracle.value
     theirs = f"the trained model's pass@{k} {_pct(trained.value)}"
