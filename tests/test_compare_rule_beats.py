@@ -14,7 +14,7 @@ from grae.compare.mechanism_report import stratum_lines
 from grae.compare.rules import beats_baseline
 from grae.compare.rules.registry import rule_kind
 from grae.compare.stats import difference_interval, holm_intervals
-from test_compare_mechanism import BASE_PARTS, PARTS, QIDS, STRATA, TASK, _study, passk, table
+from test_compare_mechanism import BASE_PARTS, PARTS, QIDS, STRATA, _study, passk, table
 
 SPEC = {"ks": [1, 16, 256], "frontier_ks": [16, 256], "rare_stratum": "totals=excursion", "rare_k": 4,
         "strategy": "G", "min_seeds": 3}
@@ -152,4 +152,3 @@ def test_the_rule_needs_the_mechanism_rows(tmp_path):
     path.write_text(yaml.safe_dump(_study(tmp_path, rule={"beats_baseline": {"ks": [1, 64]}})))
     with pytest.raises(ConfigError, match="rule.beats_baseline: reads the held-out strata and strategy mass"):
         load_compare_config(path)
-    assert TASK["params"]["strategies"] == "two"

@@ -99,9 +99,10 @@ def _strategy_change(results: StudyResults, label: str, strategy: str) -> tuple[
     mech = results.mechanism
     if strategy not in mech.labels:
         raise RuleError(f"rule.{NAME}.strategy = {strategy!r}: the probes' strategies are {mech.labels}")
+    from grae.compare.mechanism_report import _rows
+
     column = mech.labels.index(strategy)
-    index = {q: i for i, q in enumerate(mech.question_ids)}
-    rows = np.array([index[q] for q in mech.strata[label]], dtype=int)
+    rows = _rows(mech.strata[label], mech.question_ids)
     base = mech.base.heldout[rows, column]  # [P]
     step = max(s for s in mech.steps if s > 0)
     out = {}
@@ -130,7 +131,7 @@ def decide(results: StudyResults) -> BeatsOutcome:
     if rare is not None and rare not in mech.strata:
         raise RuleError(f"rule.{NAME}.rare_stratum = {rare!r}: the held-out strata are {sorted(mech.strata)}")
     groups = {ALL: ({m: results.finals(m) for m in results.jobs}, results.base)}
-    groups |= {label: pair for label, pair in strata_counts(results, mech).items()}
+    groups |= strata_counts(results, mech)
     out = BeatsOutcome(baseline, ks, min(len(by_seed) for by_seed in results.jobs.values()), int(spec["min_seeds"]),
                        arms, {}, rare_stratum=rare, rare_k=rare_k)
     for group, (finals, _) in groups.items():
