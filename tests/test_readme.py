@@ -1,6 +1,6 @@
 """The README's code runs as printed: a README that drifts from the code fails here.
 
-The marker convention (README.md "Documentation" says it too): the line right before a fenced ``bash``/``sh``
+The marker convention: the line right before a fenced ``bash``/``sh``
 or ``python`` block in a markdown file is an HTML comment, invisible on GitHub,
 
 - ``<!-- runnable -->``: this test runs the block. A ``bash`` block runs under ``bash -euo pipefail`` with the
@@ -121,3 +121,16 @@ def test_the_marker_reader_sees_what_it_should(tmp_path):
     found = [(b.line, b.language, b.code, b.marker) for b in blocks("a.md", tmp_path)]
     assert found == [(2, "bash", "echo hi\n", ""), (7, "python", "x = 1\n", "no (a GPU)"),
                      (11, "python", "y = 2\n", None)]
+
+
+#: the README is a first page: a newcomer reads it in minutes; the rest lives in docs/
+README_MAX_LINES = 200
+PROSE_MAX_CHARS = 200
+
+
+def test_the_readme_is_a_first_page():
+    text = README.read_text()
+    prose = FENCE.sub("", text).splitlines()  # printed output and code keep their own line lengths
+    long_lines = [line[:60] for line in prose if len(line) > PROSE_MAX_CHARS]
+    assert len(text.splitlines()) <= README_MAX_LINES, f"README.md has {len(text.splitlines())} lines; move detail to docs/"
+    assert not long_lines, f"README prose lines over {PROSE_MAX_CHARS} characters: {long_lines}"
