@@ -182,7 +182,8 @@ def test_the_cycle_check_sees_imports_in_functions_relative_and_type_only(tmp_pa
 
 #: grae's sub-packages, highest layer first (docs/architecture.md); "grae" is the package's own __init__
 LAYERS = (("cli",), ("compare",), ("train",), ("engines", "tiny", "sim"), ("eval", "advantage"),
-          ("data", "presets", "metrics"), ("rewards", "io", "printing", "yaml_io", "sampling", "loss", "groups", "theory", "grae"),
+          ("data", "presets", "metrics"),
+          ("rewards", "io", "printing", "yaml_io", "sampling", "loss", "groups", "theory", "grae"),
           ("supervision",))
 #: the imports that run back up a layer, each with its reason in docs/architecture.md's table
 BACK_ARROWS = {
