@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from grae.cli.output import check_writable, error
 from grae.cli.output import console as make_console
+from grae.eval.backends import NonFiniteLogitsError
+from grae.printing import print_line
+from grae.supervision.beacon import own_advice
+
+# grae.train, yaml, huggingface_hub and torch are imported inside the functions that use them: every command module is
+# imported on `grae --help`, which loads none of them
 
 
 def parse_overrides(extra: list[str]) -> dict:
@@ -260,16 +269,16 @@ def _dry_run(console, cfg) -> int:
             [*([f"before loading: {note}"] if note else []), *stops]))
         error(console, "error:", verdict)
     for what, value in rows:
-        console.print(f"{what:>10}  {value}", markup=False, highlight=False, soft_wrap=True)
-    console.print("resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry runs "
-                  "to compare the runs):", markup=False, highlight=False, soft_wrap=True)
+        print_line(console, f"{what:>10}  {value}")
+    print_line(console, "resolved config (every key; trl keys not listed are TRL's GRPOConfig defaults; diff two dry "
+                        "runs to compare the runs):")
     for line in resolved_lines(to_dict(cfg)):
-        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        print_line(console, f"  {line}")
     if verdict:
         error(console, "error:", verdict)
         return 2 if note else 1
-    console.print("dry run: the config is valid and nothing seen here stops the run; nothing was downloaded, loaded, "
-                  "trained or written", markup=False, highlight=False, soft_wrap=True)
+    print_line(console, "dry run: the config is valid and nothing seen here stops the run; nothing was downloaded, "
+                        "loaded, trained or written")
     return 0
 
 
@@ -343,122 +352,150 @@ def register(app: typer.Typer) -> None:
         pushes the model. A GRPOConfig field may be given flat as in TRL (--learning_rate 1e-5), a flag
         without a value is true (--trl.bf16), and a trl grpo recipe YAML is read as it is (dataset_name, dtype,
         reward_funcs: accuracy_reward, …); --dry-run checks one without training. --help lists every key."""
-        from rich.table import Table
-
-        from grae.train.config import ConfigError, load_config
-
         # several processes (accelerate launch, torchrun): the main one speaks
         main_rank = os.environ.get("RANK", "0") == "0"
         console = make_console(emoji=False, quiet=not main_rank)
-        config, overrides = split_args(list(ctx.args))
-        given = {"estimator": estimator, "max_steps": max_steps, "seed": seed, "output_dir": output_dir}
-        for key, values in given.items():
-            flag = "--" + key.replace("_", "-") if key in ("max_steps", "output_dir") else "--" + key
-            if values:
-                _once(flag, values)
-                if key in overrides:
-                    raise typer.BadParameter(f"{key}: given twice on the command line, as {flag} and as --{key}; "
-                                             "keep one of them")
-                overrides[key] = values[0]
+        config, overrides = _command_line(list(ctx.args), {"estimator": estimator, "max_steps": max_steps,
+                                                           "seed": seed, "output_dir": output_dir})
         threads = _once("--threads", threads)
-        try:
-            cfg = load_config(config, overrides)
-        except ConfigError as err:
-            error(console, "config error", err)
-            raise typer.Exit(2) from None
+        cfg = _load_config(console, config, overrides)
         if dry_run:
             raise typer.Exit(_dry_run(console, cfg))
-        if resume and not os.path.isdir(cfg.output_dir):  # before the probe below, which would create it
-            error(console, "config error", f"--resume: {cfg.output_dir} does not exist, so there is no run to continue; "
-                  "check --output-dir, or drop --resume to start a new run")
-            raise typer.Exit(2)
-        if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
-            check_writable(console, cfg.output_dir, "--output-dir")
-        why = loading_problem(cfg)
-        if why:
-            error(console, "config error", why)
-            raise typer.Exit(2)
+        _check_before_run(console, cfg, resume=resume, main_rank=main_rank)
+        result = _train(console, cfg, threads, resume=resume, overwrite=overwrite, progress=progress, debug=debug)
+        _print_result(console, cfg, result)
 
-        from rich.markup import escape
 
-        from grae.eval.backends import NonFiniteLogitsError
-        from grae.train.run import (
-            INTERRUPTED_EXIT,
-            BaseWithoutSignal,
-            DiskFullError,
-            DivergenceError,
-            TrainingWithoutSignal,
-            run_train,
-        )
-        from grae.train.threads import apply_threads
+def _command_line(extra: list[str], given: dict[str, list | None]) -> tuple[str | None, dict]:
+    """CONFIG and the overrides: the ``--key value`` pairs in ``extra`` and the command's own options in ``given``
+    (``--estimator``, ``--max-steps``, ``--seed``, ``--output-dir``); ``typer.BadParameter`` for a key given twice."""
+    config, overrides = split_args(extra)
+    for key, values in given.items():
+        flag = "--" + key.replace("_", "-") if key in ("max_steps", "output_dir") else "--" + key
+        if values:
+            _once(flag, values)
+            if key in overrides:
+                raise typer.BadParameter(f"{key}: given twice on the command line, as {flag} and as --{key}; "
+                                         "keep one of them")
+            overrides[key] = values[0]
+    return config, overrides
 
-        cuda = _cuda_training(cfg)
-        console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
-                      f"{escape(cfg.model)} → {escape(cfg.output_dir)}; {escape(apply_threads(threads, cuda=cuda))}",
-                      highlight=False, soft_wrap=True)
-        for note in cfg.notes:  # sizes fitted to the data, as --dry-run says them
-            console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-        from pathlib import Path
 
-        from grae.supervision.beacon import own_advice
+def _load_config(console, config: str | None, overrides: dict):
+    """The resolved :class:`~grae.train.config.TrainConfig`; a config error is one line, exit 2."""
+    from grae.train.config import ConfigError, load_config
 
-        run_dir = Path(os.path.abspath(cfg.output_dir))  # user code may chdir: the run stays where it was asked
-        try:
-            result = run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
-        except ConfigError as err:
-            error(console, "error:", err)
-            raise typer.Exit(2) from None
-        except BaseWithoutSignal as err:  # the base cannot learn here: said before step 1, nothing trained
-            error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
-                  "takes its directory), or train anyway with --continue-without-signal")
-            raise typer.Exit(1) from None
-        except TrainingWithoutSignal as err:  # no_signal_steps steps in a row trained nothing: checkpoint saved
-            where = f"checkpoint {err.checkpoint}" if err.checkpoint else "no checkpoint"
-            error(console, f"stopped after step {err.step}:", f"{err}. Saved: {where}. Fix the cause and start anew "
-                  "(--overwrite, or another --output-dir), or continue this run with --resume "
-                  "--continue-without-signal")
-            raise typer.Exit(NO_SIGNAL_EXIT) from None
-        except (DiskFullError, DivergenceError) as err:  # the last complete (finite) checkpoint is named
-            error(console, "error:", err)
-            raise typer.Exit(1) from None
-        except NonFiniteLogitsError as err:  # held-out evaluation of a model that overflows (base or trained)
-            error(console, "error: held-out evaluation:", err)
-            raise typer.Exit(1) from None
-        except Exception as err:  # a write failure outside the guarded writers (run.json, metrics, …): one line
-            from grae.train.faults import write_failure
+    try:
+        return load_config(config, overrides)
+    except ConfigError as err:
+        error(console, "config error", err)
+        raise typer.Exit(2) from None
 
-            line = write_failure(err, run_dir)
-            if line is None:
-                user_failure(console, err, run_dir, debug=debug)
-                raise
-            error(console, "error:", line)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:  # a second Ctrl-C, or one during held-out evaluation (its rows are on disk)
-            error(console, "interrupted:", own_advice())
-            raise typer.Exit(INTERRUPTED_EXIT[signal.SIGINT]) from None
-        if result.interrupted_by is not None:
-            raise typer.Exit(INTERRUPTED_EXIT.get(result.interrupted_by, 1))
 
-        summary = escape(f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s")
-        if result.before:
-            from grae.train.heldout_table import heldout_table
+def _check_before_run(console, cfg, *, resume: bool, main_rank: bool) -> None:
+    """What stops a run before it starts, as one line and exit 2: ``--resume`` of a directory that does not exist,
+    an output directory that cannot be written, :func:`loading_problem`."""
+    if resume and not os.path.isdir(cfg.output_dir):  # before the probe below, which would create it
+        error(console, "config error", f"--resume: {cfg.output_dir} does not exist, so there is no run to continue; "
+              "check --output-dir, or drop --resume to start a new run")
+        raise typer.Exit(2)
+    if main_rank:  # one probe: ranks racing to create and remove the same directory would fail
+        check_writable(console, cfg.output_dir, "--output-dir")
+    why = loading_problem(cfg)
+    if why:
+        error(console, "config error", why)
+        raise typer.Exit(2)
 
-            held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n, cfg.eval.seed)
-            table = Table(title=summary, caption=escape(held.caption()))
-            table.add_column("held-out (%)")
-            for row in held.rows:
-                table.add_column(row, justify="right")
-            for k in held.ks:
-                table.add_row(f"pass@{k}", *map(escape, held.cells(k)))
-            console.print(table)
-            note = held.oracle_note()  # the trained model against the base with its wrong output mode removed
-            if note:
-                console.print(note, markup=False, highlight=False, soft_wrap=True)
-        else:
-            console.print(f"{summary}; held-out evaluation off (--eval.enabled false)", highlight=False)
-        if result.report:
-            console.print(f"report: {result.report}", markup=False, highlight=False, soft_wrap=True)
-        console.print(run_size_line(result), markup=False, highlight=False, soft_wrap=True)
+
+def _train(console, cfg, threads: int | None, *, resume: bool, overwrite: bool, progress: bool, debug: bool):
+    """Say what trains, then :func:`grae.train.run.run_train`: its result once it finished, else the exit status
+    of the way it stopped (``typer.Exit``: an interrupted run, each failure as one line)."""
+    from grae.train import run  # run.run_train read at call time
+    from grae.train.threads import apply_threads
+
+    cuda = _cuda_training(cfg)
+    console.print(f"grae train: [bold]{escape(cfg.estimator)}[/bold] on {escape(cfg.task.name)} with "
+                  f"{escape(cfg.model)} → {escape(cfg.output_dir)}; {escape(apply_threads(threads, cuda=cuda))}",
+                  highlight=False, soft_wrap=True)
+    for note in cfg.notes:  # sizes fitted to the data, as --dry-run says them
+        print_line(console, f"note: {note}")
+    run_dir = Path(os.path.abspath(cfg.output_dir))  # user code may chdir: the run stays where it was asked
+    try:
+        result = run.run_train(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
+    except (Exception, KeyboardInterrupt) as err:
+        code = _failure_exit(console, err, run_dir, debug=debug)
+        if code is None:
+            raise
+        raise typer.Exit(code) from None
+    if result.interrupted_by is not None:
+        raise typer.Exit(run.INTERRUPTED_EXIT.get(result.interrupted_by, 1))
+    return result
+
+
+def _failure_exit(console, err: BaseException, run_dir: Path, *, debug: bool) -> int | None:
+    """The exit status of a run that raised ``err``, its one line said (a failure of the user's own code:
+    :func:`user_failure`); None for any other failure, which is raised again with its traceback."""
+    from grae.train.config import ConfigError
+    from grae.train.faults import write_failure
+    from grae.train.run import (
+        INTERRUPTED_EXIT,
+        BaseWithoutSignal,
+        DiskFullError,
+        DivergenceError,
+        TrainingWithoutSignal,
+    )
+
+    if isinstance(err, ConfigError):
+        error(console, "error:", err)
+        return 2
+    if isinstance(err, BaseWithoutSignal):  # the base cannot learn here: said before step 1, nothing trained
+        error(console, "stopped before step 1:", f"{err}. Fix it and rerun (this run trained nothing, so a new run "
+              "takes its directory), or train anyway with --continue-without-signal")
+        return 1
+    if isinstance(err, TrainingWithoutSignal):  # no_signal_steps steps in a row trained nothing: checkpoint saved
+        where = f"checkpoint {err.checkpoint}" if err.checkpoint else "no checkpoint"
+        error(console, f"stopped after step {err.step}:", f"{err}. Saved: {where}. Fix the cause and start anew "
+              "(--overwrite, or another --output-dir), or continue this run with --resume --continue-without-signal")
+        return NO_SIGNAL_EXIT
+    if isinstance(err, (DiskFullError, DivergenceError)):  # the last complete (finite) checkpoint is named
+        error(console, "error:", err)
+        return 1
+    if isinstance(err, NonFiniteLogitsError):  # held-out evaluation of a model that overflows (base or trained)
+        error(console, "error: held-out evaluation:", err)
+        return 1
+    if isinstance(err, KeyboardInterrupt):  # a second Ctrl-C, or one during held-out evaluation (its rows are on disk)
+        error(console, "interrupted:", own_advice())
+        return INTERRUPTED_EXIT[signal.SIGINT]
+    line = write_failure(err, run_dir)  # a write failure outside the guarded writers (run.json, metrics, …): one line
+    if line is None:
+        user_failure(console, err, run_dir, debug=debug)
+        return None
+    error(console, "error:", line)
+    return 1
+
+
+def _print_result(console, cfg, result) -> None:
+    """The run's held-out table (or that evaluation was off), its oracle note, report and directory size."""
+    summary = f"{cfg.estimator}: {result.steps} steps in {result.train_seconds:.0f}s"
+    if result.before:
+        from grae.train.heldout_table import heldout_table
+
+        held = heldout_table(result.output_dir, result.before, result.after, cfg.eval.n, cfg.eval.seed)
+        table = Table(title=escape(summary), caption=escape(held.caption()))
+        table.add_column("held-out (%)")
+        for row in held.rows:
+            table.add_column(row, justify="right")
+        for k in held.ks:
+            table.add_row(f"pass@{k}", *map(escape, held.cells(k)))
+        console.print(table)
+        note = held.oracle_note()  # the trained model against the base with its wrong output mode removed
+        if note:
+            print_line(console, note)
+    else:
+        print_line(console, f"{summary}; held-out evaluation off (--eval.enabled false)")
+    if result.report:
+        print_line(console, f"report: {result.report}")
+    print_line(console, run_size_line(result))
 
 
 #: exit status of a run stopped after ``no_signal_steps`` steps in a row without learning signal (a checkpoint of

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import shutil
 import signal
+import warnings
 from pathlib import Path
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
 
+from grae.engines.divergence import non_finite_count
 from grae.engines.learning_signal import progress_mark
 from grae.io import append_jsonl, atomic_write_text
+from grae.printing import print_line
 from grae.supervision.beacon import StopSignal, raises_stop_signal
+from grae.train.ranks import agreed_signal
 
 #: metrics.jsonl column -> TRL/GraeTrainer log key
 COLUMNS = {
@@ -132,8 +140,6 @@ class ModelOnlyResume(TrainerCallback):
         self.log = log
 
     def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
-        import warnings
-
         if lr_scheduler is None or state.global_step == 0:
             return
         scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's wrapper steps per process
@@ -157,26 +163,23 @@ class TrackerRunConfig(TrainerCallback):
 
     @staticmethod
     def _wandb_run():
-        import importlib.util
-
         if importlib.util.find_spec("wandb") is None:
             return None
-        import wandb
+        import wandb  # an optional dependency: imported where it is installed
 
         return wandb.run
 
     def _tensorboard(self, args):
         if "tensorboard" not in (args.report_to or []):
             return None
-        from transformers.integrations import TensorBoardCallback
-
         callbacks: list = self.trainer.callback_handler.callbacks if self.trainer is not None else []
         board = next((c for c in callbacks if isinstance(c, TensorBoardCallback)), None)
         if board is None:
             return None
         if board.tb_writer is not None:
             return board.tb_writer
-        from torch.utils.tensorboard import SummaryWriter  # after training: TRL's writer is closed; same directory
+        # tensorboard is an optional dependency. After training TRL's writer is closed: a new one, same directory
+        from torch.utils.tensorboard import SummaryWriter
 
         return SummaryWriter(log_dir=board.logging_dir)
 
@@ -265,15 +268,6 @@ class RichProgress(TrainerCallback):
     """A rich progress bar with the quantities the papers watch: reward, ω, ACR, entropy."""
 
     def __init__(self, console=None):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         self.progress = Progress(
             TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
             TextColumn("{task.fields[stats]}"), console=console, transient=False,
@@ -299,8 +293,7 @@ class RichProgress(TrainerCallback):
         if self.task is not None:
             self.progress.update(self.task, completed=state.global_step, stats=stats)
         else:  # a log file or a pipe: a plain line per logged step
-            self.progress.console.print(f"train step {state.global_step}/{state.max_steps} {stats}", markup=False,
-                                        highlight=False)
+            print_line(self.progress.console, f"train step {state.global_step}/{state.max_steps} {stats}")
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.task is not None:
@@ -338,8 +331,6 @@ class GracefulInterrupt(TrainerCallback):
         self.signal = signum
 
     def on_step_end(self, args, state, control, **kwargs):
-        from grae.train.ranks import agreed_signal
-
         self.stopped_by = agreed_signal(args, self.signal)
         if self.stopped_by:
             control.should_save = True
@@ -348,8 +339,6 @@ class GracefulInterrupt(TrainerCallback):
     def after_training(self, args) -> int | None:
         """The agreed stopping signal once ``train()`` returned (one arriving after the last step counts:
         the job is being pre-empted, and the run must not look finished)."""
-        from grae.train.ranks import agreed_signal
-
         if self.stopped_by is None:
             self.stopped_by = agreed_signal(args, self.signal)
         return self.stopped_by
@@ -387,12 +376,8 @@ class Snapshots(TrainerCallback):
         target = snapshot_path(self.out, step)
         if target.exists():
             return
-        from grae.engines.divergence import non_finite_count
-
         if non_finite_count(model.parameters())[0]:  # diverged: the trainer stops at its next check
             return
-        import shutil
-
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         model.save_pretrained(staging)

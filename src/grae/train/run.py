@@ -32,25 +32,56 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import platform
 import shutil
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from grae import presets
+from grae.advantage import get_estimator, with_reward_correction
 from grae.engines.divergence import DivergenceError
+from grae.eval import evaluate
+from grae.eval.backends import is_vision_language
 from grae.eval.identity import model_identity, trained_identity
+from grae.eval.progress_lines import plain_progress
+from grae.eval.records import iter_rows
+from grae.eval.runner import discard_rows, evaluate_exact, stale_reason
+from grae.io import atomic_write_json
+from grae.printing import line_printer
 from grae.supervision import beacon
-from grae.train.config import ConfigError, TrainConfig, grpo_config, lora_config, resolve_rewards, to_dict
+from grae.train.checkpoints import latest_complete_checkpoint
+from grae.train.config import (
+    ConfigError,
+    TrainConfig,
+    grpo_config,
+    lora_config,
+    resolve_rewards,
+    reward_specs,
+    to_dict,
+)
+from grae.train.context_check import context_problems, measure_context, unmeasured
+from grae.train.disk import share_identical_files
 from grae.train.errors import BaseWithoutSignal, TrainingWithoutSignal
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.model_defaults import fit_sizes
+from grae.train.oracle import ORACLE_FILE, base_oracle
 from grae.train.ranks import decided_by_main, is_main, wait_for_everyone
-from grae.train.rundir import checkpoint_step, open_run
+from grae.train.report import write_train_report
+from grae.train.rundir import checkpoint_step, open_run, read_metrics
 from grae.train.trl_recipe import model_load_kwargs, processor_load_kwargs
 
-__all__ = ["INTERRUPTED_EXIT", "BaseWithoutSignal", "DiskFullError", "DivergenceError", "RunResult",
+# transformers, trl and the grae modules that load them (grae.engines.trl, grae.engines.learning_signal,
+# grae.train.callbacks) are imported inside the functions that use them, marked "heavy": grae compare imports this
+# module in its own process (INTERRUPTED_EXIT, cpu_name, evaluate_heldout), which trains nothing itself
+
+__all__ = ["INTERRUPTED_EXIT", "BaseWithoutSignal", "DiskFullError", "DivergenceError", "RunResult", "TrainRecipe",
            "TrainingWithoutSignal", "evaluate_heldout", "run_train"]
 
 #: exit status after SIGINT / SIGTERM (the shell's 128 + signal number)
@@ -59,6 +90,8 @@ INTERRUPTED_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 @dataclass
 class RunResult:
+    """What a run did: its directory, steps and training time, held-out pass@k before and after, its report."""
+
     output_dir: Path
     steps: int
     train_seconds: float
@@ -75,217 +108,339 @@ class RunResult:
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
               progress: bool = True) -> RunResult:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    """Run the recipe on ``cfg`` (:class:`TrainRecipe`): claim ``cfg.output_dir``, evaluate the base, train,
+    save ``final/``, evaluate the trained model and report. ``resume`` continues the run there; ``overwrite``
+    clears a directory that holds another run; ``console`` gets the log lines (``print`` without one), and
+    ``progress`` the progress bars.
 
-    from grae.eval.backends import is_vision_language
+    Returns the :class:`RunResult` of a finished run, of one stopped by SIGINT/SIGTERM (``interrupted_by``, a
+    checkpoint saved) and, on the other processes of a multi-process run, ``main=False`` once ``final/`` is
+    written. Raises :class:`ConfigError` for data, a model or prompts that cannot train (before the run directory
+    is claimed; a refused claim too), :class:`BaseWithoutSignal` when the base has nothing to learn from (before
+    step 1), :class:`TrainingWithoutSignal` after ``no_signal_steps`` steps in a row without signal (a checkpoint
+    saved), :class:`DiskFullError` and :class:`DivergenceError` naming the checkpoint that is kept."""
+    recipe = TrainRecipe(cfg, resume=resume, overwrite=overwrite, console=console, progress=progress)
+    recipe.setup()
+    recipe.evaluate("before")
+    recipe.setup_trainer()
+    stopped = recipe.train()
+    if stopped is not None:
+        return stopped
+    if not recipe.main:
+        return RunResult(recipe.out, recipe.steps, recipe.train_seconds, main=False)
+    recipe.evaluate("after")
+    return recipe.finish()
 
-    hf_logging.disable_progress_bar()
 
-    from grae.advantage import get_estimator, with_reward_correction
-    from grae.engines.learning_signal import NoSignalWatch
-    from grae.engines.trl import GraeTrainer, scale_from_trl
-    from grae.presets import resolve_model
-    from grae.train.callbacks import (
-        CompletionBudget,
-        GracefulInterrupt,
-        GroupsJsonl,
-        MetricsJsonl,
-        ModelOnlyResume,
-        RichProgress,
-        Snapshots,
-        TrackerRunConfig,
-        is_model_only,
-    )
-    from grae.train.checkpoints import latest_complete_checkpoint
+class TrainRecipe:
+    """``grae train`` top to bottom: :meth:`setup` (data, model, run directory), :meth:`evaluate` ``"before"``,
+    :meth:`setup_trainer`, :meth:`train`, :meth:`evaluate` ``"after"``, :meth:`finish` (:func:`run_train` runs them
+    in this order). The trainer is built after the base's evaluation, whose pass@k its tracker callback logs."""
 
-    out = Path(os.path.abspath(cfg.output_dir))  # every run path absolute: a reward that chdirs cannot move the run
-    checkpoints = out / "checkpoints"
-    args = grpo_config(cfg, output_dir=str(checkpoints))  # under accelerate/torchrun: the process group, with ddp_timeout
-    main = is_main(args)
-    # one process claims the directory and picks the checkpoint; a refusal writes nothing, on every process
-    # data and the model's files first: a task that has fewer distinct problems than asked, or a preset
-    # whose package is missing, is a config error (one line, exit 2) before the run directory is claimed
-    task = cfg.task.build()  # load_config built it once: it builds
-    fitted = fit_sizes(cfg, task)  # a hub dataset's sizes, now that it is loaded (a local file's were fitted before)
-    try:
-        train_examples = task.train(cfg.task.train_size, seed=cfg.seed)
-        heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
-    except (ValueError, RuntimeError) as err:  # RuntimeError: a hub dataset that cannot be read (grae.data.hub)
-        raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
-    reward_funcs = resolve_rewards(cfg, task)
-    try:
-        model_path = resolve_model(cfg.model)
-    except RuntimeError as err:
-        raise ConfigError(f"model: {err}") from None
-    # the tokenizer (a VLM: its processor) before the claim too: a prompt that does not fit in the model's
-    # context with its budget is a config error, as --dry-run says it
-    load, aux = model_load_kwargs(cfg.trl), processor_load_kwargs(cfg.trl)
-    model_config = AutoConfig.from_pretrained(model_path, **aux)
-    vision = is_vision_language(model_config)
-    processing = (AutoProcessor if vision else AutoTokenizer).from_pretrained(model_path, **aux)
-    too_long = _context_problem(cfg, task, train_examples, heldout, processing, model_config, args)
-    if too_long:
-        raise ConfigError(too_long)
-    run_id, resume_from, notes = decided_by_main(args, lambda: open_run(out, to_dict(cfg), resume=resume,
-                                                                        overwrite=overwrite))
-    if main:
-        beacon.run_directory(str(out), run_id)
-        if resume_from:
-            beacon.checkpoint_saved(resume_from)
-    log = _logger(console) if main else (lambda message: None)
-    for note in [*fitted, *notes]:
-        log(note)
-    torch.manual_seed(cfg.seed)
-    dataset = task.to_hf_dataset(train_examples)
+    def __init__(self, cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
+                 progress: bool = True):
+        self.cfg, self.resume, self.overwrite, self.console, self.progress = cfg, resume, overwrite, console, progress
+        self.out = Path(os.path.abspath(cfg.output_dir))  # every run path absolute: a reward that chdirs cannot move the run
+        self.checkpoints = self.out / "checkpoints"
+        self.before: dict[int, float] = {}
+        self.after: dict[int, float] = {}
+        self.base_note: str | None = None
+        self.steps, self.train_seconds, self.shared = 0, 0.0, 0
 
-    # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
-    # with trl.model_init_kwargs (dtype, attn_implementation, revision) and trust_remote_code, as TRL loads a model id
-    model = (AutoModelForImageTextToText if vision else AutoModelForCausalLM).from_pretrained(model_path, **load)
+    # -- setup: data, tokenizer, the run directory, the model ---------------------------------------------------------
 
-    def newest() -> str | None:
-        return latest_complete_checkpoint(str(checkpoints), run_id)
+    def setup(self) -> None:
+        """Everything up to the loaded base model. What makes the run a config error — data with fewer distinct
+        problems than asked, a preset whose package is missing, a prompt too long for the model's context — stops it
+        (one line, exit 2) before the run directory is claimed; a refused claim writes nothing, on every process."""
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText  # heavy
+        from transformers.utils import logging as hf_logging  # heavy
 
-    def newest_verified() -> str | None:  # what a divergence names as kept: its content and finiteness read
-        return latest_complete_checkpoint(str(checkpoints), run_id, content=True)
+        hf_logging.disable_progress_bar()
+        cfg = self.cfg
+        # under accelerate/torchrun: the process group, with ddp_timeout
+        self.args = grpo_config(cfg, output_dir=str(self.checkpoints))
+        self.main = is_main(self.args)
+        self._load_data()
+        try:
+            self.model_path = presets.resolve_model(cfg.model)
+        except RuntimeError as err:
+            raise ConfigError(f"model: {err}") from None
+        self._load_processing()
+        self._claim()
+        torch.manual_seed(cfg.seed)
+        self.dataset = self.task.to_hf_dataset(self.train_examples)
+        # model: a causal LM with its tokenizer, or a vision-language model with its processor (TRL's processing_class)
+        # with trl.model_init_kwargs (dtype, attn_implementation, revision) and trust_remote_code, as TRL loads a model id
+        self.model = (AutoModelForImageTextToText if self.vision else AutoModelForCausalLM).from_pretrained(
+            self.model_path, **self.load)
+        # the files' hash, computed once
+        self.base_identity = functools.cache(lambda: model_identity(cfg.model, self.model_path, self.model))
 
-    def heldout_pass_at_k(which: str, weights, identity) -> dict[int, float]:
-        """Held-out pass@k on the main process (the others wait); {} with evaluation off."""
-        if not (cfg.eval.enabled and main):
+    def _load_data(self) -> None:
+        """The task, its training examples and held-out problems, and the reward functions."""
+        cfg = self.cfg
+        self.task = cfg.task.build()  # load_config built it once: it builds
+        # a hub dataset's sizes, now that it is loaded (a local file's were fitted before)
+        self.fitted = fit_sizes(cfg, self.task)
+        try:
+            self.train_examples = self.task.train(cfg.task.train_size, seed=cfg.seed)
+            self.heldout = self.task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+        except (ValueError, RuntimeError) as err:  # RuntimeError: a hub dataset that cannot be read (grae.data.hub)
+            raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
+        self.reward_funcs = resolve_rewards(cfg, self.task)
+
+    def _load_processing(self) -> None:
+        """The tokenizer (a VLM: its processor), before the claim: a prompt that does not fit in the model's context
+        with its budget is a config error, as --dry-run says it."""
+        from transformers import AutoConfig, AutoProcessor, AutoTokenizer  # heavy
+
+        self.load, aux = model_load_kwargs(self.cfg.trl), processor_load_kwargs(self.cfg.trl)
+        model_config = AutoConfig.from_pretrained(self.model_path, **aux)
+        self.vision = is_vision_language(model_config)
+        self.processing = (AutoProcessor if self.vision else AutoTokenizer).from_pretrained(self.model_path, **aux)
+        too_long = _context_problem(self.cfg, self.task, self.train_examples, self.heldout, self.processing,
+                                    model_config, self.args)
+        if too_long:
+            raise ConfigError(too_long)
+
+    def _claim(self) -> None:
+        """The main process claims the run directory and picks the checkpoint to resume from; every process gets
+        its answer. The main one tells the supervisor and says the notes (sizes fitted to the data, the claim's)."""
+        self.run_id, self.resume_from, notes = decided_by_main(self.args, lambda: open_run(
+            self.out, to_dict(self.cfg), resume=self.resume, overwrite=self.overwrite))
+        if self.main:
+            beacon.run_directory(str(self.out), self.run_id)
+            if self.resume_from:
+                beacon.checkpoint_saved(self.resume_from)
+        self.log = line_printer(self.console) if self.main else (lambda text: None)
+        for note in [*self.fitted, *notes]:
+            self.log(note)
+
+    def _newest(self) -> str | None:
+        """The newest complete checkpoint of this run (by sizes)."""
+        return latest_complete_checkpoint(str(self.checkpoints), self.run_id)
+
+    def _newest_verified(self) -> str | None:
+        """What a divergence names as kept: the newest complete checkpoint, its content and finiteness read."""
+        return latest_complete_checkpoint(str(self.checkpoints), self.run_id, content=True)
+
+    # -- held-out evaluation ----------------------------------------------------------------------------------------
+
+    def evaluate(self, which: str) -> dict[int, float]:
+        """Held-out pass@k of the base (``"before"``, with the check that it has a learning signal and its
+        format-only oracle) or of the trained model (``"after"``, also logged to the trackers)."""
+        if which == "before":
+            self._evaluate_base()
+            return self.before
+        if which == "after":
+            self.after = self._heldout("after", self.trainer.model, lambda: trained_identity(self.run_id, self.steps))
+            self.tracker.log_heldout(self.args, "after", self.after, step=self.steps)
+            return self.after
+        raise ValueError(f"which: 'before' or 'after', not {which!r}")
+
+    def _evaluate_base(self) -> None:
+        """The base's pass@k on the main process, then (every process) whether it has a learning signal — a base
+        without one stops the run before step 1 unless ``continue_without_signal`` (a resumed run has trained
+        already) — then its format-only oracle."""
+        self.before = self._heldout("before", self.model, self.base_identity)
+        wait_for_everyone(self.args)
+        self.base_note = decided_by_main(self.args, lambda: base_without_signal(
+            self.cfg, self.out / "eval" / "before.jsonl", self.heldout, self.processing, self.args.num_generations)
+            if self.before else None)
+        if self.base_note and not self.cfg.continue_without_signal and not self.resume_from:
+            raise BaseWithoutSignal(self.base_note)
+        if self.base_note:
+            self.log(f"warning: {self.base_note} (training anyway: continue_without_signal)")
+        if self.before and self.main:  # the base's format-only oracle, from its exact rows: computed once, before training
+            exact_path = self.out / "eval" / ORACLE_FILE
+            with disk_full_is_resumable(f"writing the base's exact rows into {exact_path}", exact_path, self._newest), \
+                    _progress_bar(self._bar_console(), "held-out base, exact") as bar:
+                base_oracle(self.cfg, self.model, self.processing, self.heldout, self.task, self.out, self.log,
+                            self.base_identity, progress=bar)
+        wait_for_everyone(self.args)
+
+    def _heldout(self, which: str, weights, identity) -> dict[int, float]:
+        """Held-out pass@k of ``weights`` into ``eval/<which>.jsonl`` on the main process (the others wait); {} with
+        evaluation off."""
+        if not (self.cfg.eval.enabled and self.main):
             return {}
-        path = out / "eval" / f"{which}.jsonl"
-        with disk_full_is_resumable(f"writing held-out samples into {path}", path, newest), \
-                _progress_bar(console if progress else None, f"held-out {which}") as bar:
-            return evaluate_heldout(cfg, weights, processing, heldout, task, path, log, identity=identity(), progress=bar)
+        path = self.out / "eval" / f"{which}.jsonl"
+        with disk_full_is_resumable(f"writing held-out samples into {path}", path, self._newest), \
+                _progress_bar(self._bar_console(), f"held-out {which}") as bar:
+            return evaluate_heldout(self.cfg, weights, self.processing, self.heldout, self.task, path, self.log,
+                                    identity=identity(), progress=bar)
 
-    base_identity = functools.cache(lambda: model_identity(cfg.model, model_path, model))  # the files' hash, once
-    before = heldout_pass_at_k("before", model, base_identity)
-    wait_for_everyone(args)
-    base_note = decided_by_main(args, lambda: base_without_signal(cfg, out / "eval" / "before.jsonl", heldout,
-                                                                  processing, args.num_generations) if before else None)
-    if base_note and not cfg.continue_without_signal and not resume_from:  # a resumed run has trained already
-        raise BaseWithoutSignal(base_note)
-    if base_note:
-        log(f"warning: {base_note} (training anyway: continue_without_signal)")
-    if before and main:  # the base's format-only oracle, from its exact rows: computed once, before training
-        from grae.train.oracle import ORACLE_FILE, base_oracle
+    def _bar_console(self):
+        """Where progress bars draw: the console, None with ``progress`` off."""
+        return self.console if self.progress else None
 
-        exact_path = out / "eval" / ORACLE_FILE
-        with disk_full_is_resumable(f"writing the base's exact rows into {exact_path}", exact_path, newest), \
-                _progress_bar(console if progress else None, "held-out base, exact") as bar:
-            base_oracle(cfg, model, processing, heldout, task, out, log, base_identity, progress=bar)
-    wait_for_everyone(args)
+    # -- the trainer ------------------------------------------------------------------------------------------------
 
-    estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
-    # TRL's scale_rewards is the estimator's scale (as GraeTrainer maps it for a named estimator): the object
-    # is built here, so the mapping is made here
-    scale = scale_from_trl(dict(estimator.params), cfg.estimator_params, args.scale_rewards,
-                           args.multi_objective_aggregation)
-    if scale:
-        estimator = get_estimator(cfg.estimator, **{**cfg.estimator_params, **scale})
-    if cfg.reward_correction:
-        estimator = with_reward_correction(estimator, **cfg.reward_correction)
-    resume_step = checkpoint_step(resume_from) if resume else None
-    interrupt = GracefulInterrupt()
-    # no_signal_steps steps in a row without signal stop the run after the last (a checkpoint of it is saved)
-    watch = NoSignalWatch(log, cfg.no_signal_steps, stop=not cfg.continue_without_signal)
-    tracker = TrackerRunConfig({"estimator": cfg.estimator, "estimator_params": cfg.estimator_params,
-                                "loss_agg_mode": cfg.loss_agg_mode, "task": to_dict(cfg)["task"],
-                                "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, before)
-    callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=resume_step, owner=main, checkpoint=resume_from, log=log),
-                 interrupt, watch]
-    if resume_from and args.save_only_model and is_model_only(resume_from):
-        callbacks.append(ModelOnlyResume(log))
-    if cfg.keep_steps:
-        callbacks.append(Snapshots(out, cfg.keep_steps, processing, owner=main))
-    watchers = [tracker]  # callbacks that read the trainer (its sampling state, its trackers)
-    if cfg.sampling.log_groups:
-        watchers.append(GroupsJsonl(out / "groups.jsonl", resume_step=resume_step, owner=main))
-    if cfg.sampling.budget_completions is not None:
-        watchers.append(CompletionBudget(cfg.sampling.budget_completions))
-    callbacks += watchers
-    if progress:
-        callbacks.append(RichProgress(console))
-    trainer = GraeTrainer(
-        model=model,
-        processing_class=processing,
-        reward_funcs=reward_funcs,
-        args=args,
-        train_dataset=dataset,
-        callbacks=callbacks,
-        estimator=estimator,
-        loss_agg_mode=cfg.loss_agg_mode,
-        dual_clip=cfg.dual_clip,
-        cov_loss=cfg.cov_loss,
-        sampling=cfg.sampling,
-        rollouts=cfg.rollouts,
-        reward_timeout=cfg.reward_timeout,
-        missing_reward_steps=cfg.missing_reward_steps,
-        peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
-    )
-    trainer.grae_run_id = run_id
-    for watcher in watchers:
-        watcher.trainer = trainer
-    if progress:
-        from transformers import PrinterCallback
+    def setup_trainer(self) -> None:
+        """The estimator, the callbacks and the :class:`GraeTrainer` over the loaded model."""
+        from transformers import PrinterCallback  # heavy
 
-        trainer.remove_callback(PrinterCallback)  # the rich bar shows the same numbers
-    if resume_from:
-        log(f"resuming from {resume_from}")
-    t0 = time.perf_counter()
-    with disk_full_is_resumable(f"checkpointing into {checkpoints}", checkpoints, newest), \
-            _stops_diverged(newest_verified, newest):
-        if resume_step is not None and (resume_step >= cfg.max_steps or _budget_spent(cfg, resume_from)):
-            # trained to the end before (stopped in evaluation, or pre-empted after the last step):
-            # transformers' train() would take one more step before it checks max_steps or the budget
-            trainer._load_from_checkpoint(resume_from)
-            trainer._load_sampling_state(resume_from)
-            trainer.state.global_step = resume_step
+        from grae.engines.trl import GraeTrainer  # heavy
+
+        cfg = self.cfg
+        estimator = self._estimator()
+        self.resume_step = checkpoint_step(self.resume_from) if self.resume else None
+        callbacks = self._callbacks()
+        self.trainer = GraeTrainer(
+            model=self.model,
+            processing_class=self.processing,
+            reward_funcs=self.reward_funcs,
+            args=self.args,
+            train_dataset=self.dataset,
+            callbacks=callbacks,
+            estimator=estimator,
+            loss_agg_mode=cfg.loss_agg_mode,
+            dual_clip=cfg.dual_clip,
+            cov_loss=cfg.cov_loss,
+            sampling=cfg.sampling,
+            rollouts=cfg.rollouts,
+            reward_timeout=cfg.reward_timeout,
+            missing_reward_steps=cfg.missing_reward_steps,
+            peft_config=lora_config(cfg.peft) if cfg.peft is not None else None,
+        )
+        self.trainer.grae_run_id = self.run_id
+        for watcher in self.watchers:
+            watcher.trainer = self.trainer
+        if self.progress:
+            self.trainer.remove_callback(PrinterCallback)  # the rich bar shows the same numbers
+
+    def _estimator(self):
+        """``cfg.estimator`` with TRL's ``scale_rewards`` as its scale (as GraeTrainer maps it for a named
+        estimator: the object is built here, so the mapping is made here), and the reward correction."""
+        from grae.engines.trl import scale_from_trl  # heavy
+
+        cfg = self.cfg
+        estimator = get_estimator(cfg.estimator, **cfg.estimator_params)
+        scale = scale_from_trl(dict(estimator.params), cfg.estimator_params, self.args.scale_rewards,
+                               self.args.multi_objective_aggregation)
+        if scale:
+            estimator = get_estimator(cfg.estimator, **{**cfg.estimator_params, **scale})
+        if cfg.reward_correction:
+            estimator = with_reward_correction(estimator, **cfg.reward_correction)
+        return estimator
+
+    def _callbacks(self) -> list:
+        """The run's callbacks: metrics.jsonl, the graceful interrupt, the no-signal watch, snapshots, and the
+        watchers (:attr:`watchers`: callbacks that read the trainer — its sampling state, its trackers)."""
+        from grae.engines.learning_signal import NoSignalWatch  # heavy
+        from grae.train.callbacks import (  # heavy
+            GracefulInterrupt,
+            MetricsJsonl,
+            ModelOnlyResume,
+            RichProgress,
+            Snapshots,
+            is_model_only,
+        )
+
+        cfg, out, main = self.cfg, self.out, self.main
+        self.interrupt = GracefulInterrupt()
+        # no_signal_steps steps in a row without signal stop the run after the last (a checkpoint of it is saved)
+        self.watch = NoSignalWatch(self.log, cfg.no_signal_steps, stop=not cfg.continue_without_signal)
+        callbacks = [MetricsJsonl(out / "metrics.jsonl", resume_step=self.resume_step, owner=main,
+                                  checkpoint=self.resume_from, log=self.log), self.interrupt, self.watch]
+        if self.resume_from and self.args.save_only_model and is_model_only(self.resume_from):
+            callbacks.append(ModelOnlyResume(self.log))
+        if cfg.keep_steps:
+            callbacks.append(Snapshots(out, cfg.keep_steps, self.processing, owner=main))
+        self.watchers = self._watchers()
+        callbacks += self.watchers
+        if self.progress:
+            callbacks.append(RichProgress(self.console))
+        return callbacks
+
+    def _watchers(self) -> list:
+        """Callbacks that read the trainer: the tracker run config (:attr:`tracker`), groups.jsonl, the completion
+        budget."""
+        from grae.train.callbacks import CompletionBudget, GroupsJsonl, TrackerRunConfig  # heavy
+
+        cfg = self.cfg
+        self.tracker = TrackerRunConfig({"estimator": cfg.estimator, "estimator_params": cfg.estimator_params,
+                                         "loss_agg_mode": cfg.loss_agg_mode, "task": to_dict(cfg)["task"],
+                                         "sampling": to_dict(cfg)["sampling"], "model": cfg.model}, self.before)
+        watchers = [self.tracker]
+        if cfg.sampling.log_groups:
+            watchers.append(GroupsJsonl(self.out / "groups.jsonl", resume_step=self.resume_step, owner=self.main))
+        if cfg.sampling.budget_completions is not None:
+            watchers.append(CompletionBudget(cfg.sampling.budget_completions))
+        return watchers
+
+    # -- training ---------------------------------------------------------------------------------------------------
+
+    def train(self) -> RunResult | None:
+        """Train (or resume) to ``max_steps``, save a checkpoint of the final state, then ``final/``. Returns the
+        :class:`RunResult` of a run stopped by SIGINT/SIGTERM (a checkpoint saved), else None; raises
+        :class:`TrainingWithoutSignal` when the no-signal watch stopped it."""
+        if self.resume_from:
+            self.log(f"resuming from {self.resume_from}")
+        t0 = time.perf_counter()
+        with disk_full_is_resumable(f"checkpointing into {self.checkpoints}", self.checkpoints, self._newest), \
+                _stops_diverged(self._newest_verified, self._newest):
+            self._fit()
+            self.steps = self.trainer.state.global_step
+            final = os.path.join(str(self.checkpoints), f"checkpoint-{self.steps}")
+            if decided_by_main(self.args, lambda: self._newest() != final):
+                self.trainer._save_checkpoint(self.trainer.model, trial=None)  # the final state is always resumable
+            stopped_by = self.interrupt.after_training(self.args)
+        # a resumed run also counts the logged step times of the steps an earlier process trained
+        self.train_seconds = time.perf_counter() - t0 + _seconds_before(self.out / "metrics.jsonl", self.resume_step)
+        if stopped_by:
+            self.log(f"interrupted at step {self.steps}: checkpoint saved; continue with --resume")
+            wait_for_everyone(self.args)  # no rank leaves (and has the launcher stop the others) before this is said
+            return RunResult(self.out, self.steps, self.train_seconds, self.before, interrupted_by=stopped_by,
+                             main=self.main)
+        if self.watch.stopped:
+            wait_for_everyone(self.args)
+            raise TrainingWithoutSignal(self.watch.stopped, self.steps, self._newest())
+        self._write_final()
+        return None
+
+    def _fit(self) -> None:
+        """``trainer.train``, or, for a run trained to the end before (stopped in evaluation, or pre-empted after the
+        last step), its checkpoint's state: transformers' train() would take one more step before it checks
+        max_steps or the budget."""
+        step, checkpoint = self.resume_step, self.resume_from
+        if step is not None and (step >= self.cfg.max_steps or _budget_spent(self.cfg, checkpoint)):
+            self.trainer._load_from_checkpoint(checkpoint)
+            self.trainer._load_sampling_state(checkpoint)
+            self.trainer.state.global_step = step
         else:
-            trainer.train(resume_from_checkpoint=resume_from)
-        steps = trainer.state.global_step
-        final = os.path.join(str(checkpoints), f"checkpoint-{steps}")
-        if decided_by_main(args, lambda: newest() != final):
-            trainer._save_checkpoint(trainer.model, trial=None)  # the final state is always resumable
-        stopped_by = interrupt.after_training(args)
-    # a resumed run also counts the logged step times of the steps an earlier process trained
-    train_seconds = time.perf_counter() - t0 + _seconds_before(out / "metrics.jsonl", resume_step)
-    if stopped_by:
-        log(f"interrupted at step {steps}: checkpoint saved; continue with --resume")
-        wait_for_everyone(args)  # no rank leaves (and has the launcher stop the others) before this is said
-        return RunResult(out, steps, train_seconds, before, interrupted_by=stopped_by, main=main)
-    if watch.stopped:
-        wait_for_everyone(args)
-        raise TrainingWithoutSignal(watch.stopped, steps, newest())
-    with disk_full_is_resumable(f"saving the final model into {out / 'final'}", out, newest), \
-            _stops_diverged(newest_verified, newest):
-        trainer.grae_check_weights()  # final/ never holds non-finite weights
-        _save_final(trainer, processing, out / "final", args)
-    if not main:
-        return RunResult(out, steps, train_seconds, main=False)
-    from grae.train.disk import share_identical_files
+            self.trainer.train(resume_from_checkpoint=checkpoint)
 
-    last = newest()
-    shared = share_identical_files(out / "final", Path(last)) if last else 0  # the same weights stored once
+    def _write_final(self) -> None:
+        """``final/``, its weights checked finite; on the main process, its files equal to the last checkpoint's
+        stored once (hard links)."""
+        with disk_full_is_resumable(f"saving the final model into {self.out / 'final'}", self.out, self._newest), \
+                _stops_diverged(self._newest_verified, self._newest):
+            self.trainer.grae_check_weights()  # final/ never holds non-finite weights
+            _save_final(self.trainer, self.processing, self.out / "final", self.args)
+        if self.main:
+            last = self._newest()
+            self.shared = share_identical_files(self.out / "final", Path(last)) if last else 0  # the same weights stored once
 
-    after = heldout_pass_at_k("after", trainer.model, lambda: trained_identity(run_id, steps))
-    tracker.log_heldout(args, "after", after, step=steps)
-    from grae.io import atomic_write_json
+    # -- the end ----------------------------------------------------------------------------------------------------
 
-    summary = {"before": before, "after": after, "steps": steps, "train_seconds": train_seconds,
-               "device": device_label(trainer.args), "load": load_label(),
-               "generated_completions": trainer.grae_generated_completions,
-               "estimator": cfg.estimator, "estimator_params": cfg.estimator_params}
-    atomic_write_json(out / "eval" / "summary.json", {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
-                                                      for k, v in summary.items()})
-    report = None
-    if cfg.report:
-        from grae.train.report import write_train_report
-
-        report = write_train_report(out, cfg, before, after, steps=steps, train_seconds=train_seconds,
-                                    base_note=base_note)
-    return RunResult(out, steps, train_seconds, before, after, report, shared_bytes=shared)
+    def finish(self) -> RunResult:
+        """``eval/summary.json`` (pass@k before and after, steps, time, device, load, completions, estimator), the
+        report (``cfg.report``) and the :class:`RunResult`."""
+        summary = {"before": self.before, "after": self.after, "steps": self.steps, "train_seconds": self.train_seconds,
+                   "device": device_label(self.trainer.args), "load": load_label(),
+                   "generated_completions": self.trainer.grae_generated_completions,
+                   "estimator": self.cfg.estimator, "estimator_params": self.cfg.estimator_params}
+        atomic_write_json(self.out / "eval" / "summary.json",
+                          {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
+                           for k, v in summary.items()})
+        report = None
+        if self.cfg.report:
+            report = write_train_report(self.out, self.cfg, self.before, self.after, steps=self.steps,
+                                        train_seconds=self.train_seconds, base_note=self.base_note)
+        return RunResult(self.out, self.steps, self.train_seconds, self.before, self.after, report,
+                         shared_bytes=self.shared)
 
 
 def _context_problem(cfg: TrainConfig, task, train_examples: list[dict], heldout: list[dict], processing,
@@ -293,8 +448,6 @@ def _context_problem(cfg: TrainConfig, task, train_examples: list[dict], heldout
     """The line a run stops on before the claim when a training prompt with ``trl.max_completion_length`` (a
     held-out one with ``eval.max_tokens``) does not fit in the model's context (:mod:`grae.train.context_check`),
     else None; prompts that cannot be measured here are left to the other checks."""
-    from grae.train.context_check import context_problems, measure_context, unmeasured
-
     if unmeasured([*train_examples, *heldout], processing, model_config):
         return None
     fit = measure_context(task, train_examples, heldout, processing, model_config, args.max_completion_length,
@@ -310,9 +463,7 @@ def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], proce
     when the verifier reads no answer in it; each problem's success rate is read from its rows, for the groups of
     ``group_size`` (the training's ``num_generations``). Only where the task's verifier is a reward
     (``reward_funcs``)."""
-    from grae.engines.learning_signal import base_diagnosis
-    from grae.eval.records import iter_rows
-    from grae.train.config import reward_specs
+    from grae.engines.learning_signal import base_diagnosis  # heavy
 
     if "task" not in reward_specs(cfg):
         return None
@@ -330,16 +481,12 @@ def _seconds_before(metrics: Path, resume_step: int | None) -> float:
     """Summed ``step_time`` of the logged steps up to ``resume_step`` (0 for a fresh run)."""
     if not resume_step:
         return 0.0
-    from grae.train.rundir import read_metrics
-
     return float(sum(row.get("step_time") or 0.0 for row in read_metrics(metrics) if int(row["step"]) <= resume_step))
 
 
 def device_label(args) -> str:
     """What trained, for a run's summary: ``"cuda (NVIDIA H100 80GB HBM3)"``, ``"cpu (AMD EPYC 7B13, 2
     threads)"``, with ``" × N processes"`` when several trained together."""
-    import torch
-
     device = torch.device(args.device)
     if device.type == "cuda":
         label = f"cuda ({torch.cuda.get_device_name(device)})"
@@ -364,8 +511,6 @@ def load_label() -> str | None:
 
 def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo``; the platform's processor string elsewhere)."""
-    import platform
-
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -391,22 +536,13 @@ def _stops_diverged(newest, saved):
 
 def _budget_spent(cfg: TrainConfig, checkpoint: str | None) -> bool:
     """The checkpoint had generated ``sampling.budget_completions`` already (the run is trained)."""
-    import json
-
-    from grae.engines.trl.checkpoint import SAMPLING_STATE_FILE
+    from grae.engines.trl.checkpoint import SAMPLING_STATE_FILE  # heavy
 
     budget = cfg.sampling.budget_completions
     path = Path(checkpoint or "") / SAMPLING_STATE_FILE
     if budget is None or not checkpoint or not path.exists():
         return False
     return json.loads(path.read_text()).get("generated_completions", 0) >= budget
-
-
-def _logger(console):
-    """Lines printed literally (paths may hold ``[x]`` or ``:100:``)."""
-    if console is None:
-        return print
-    return lambda message: console.print(message, markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
 def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: Path, log, *,
@@ -417,9 +553,6 @@ def evaluate_heldout(cfg: TrainConfig, model, processing, heldout, task, path: P
     ``exact``: exact pass@k by answer enumeration or a one-gold task's teacher-forced gold completion
     (:func:`grae.eval.runner.evaluate_exact`, the code path of ``grae eval --exact``) instead of
     ``cfg.eval.n`` samples; ``n`` is then the largest k reported."""
-    from grae.eval import evaluate
-    from grae.eval.runner import discard_rows, evaluate_exact, stale_reason
-
     e = cfg.eval
     settings = {"identity": identity, "temperature": e.temperature, "top_p": e.top_p, "max_tokens": e.max_tokens,
                 "seed": e.seed, **({"exact": True} if exact else {})} if identity else {}
@@ -452,14 +585,11 @@ def _progress_bar(console, label: str):
         yield None
         return
     if not console.is_terminal:
-        from grae.eval.progress_lines import plain_progress
-
         state: dict = {}
 
         def update(done: int, total: int) -> None:  # the total is known at the first call
             if "lines" not in state:
-                state["lines"] = plain_progress(label, total, lambda line: console.print(
-                    line, markup=False, highlight=False, soft_wrap=True), every_s=PLAIN_PROGRESS_EVERY_S)
+                state["lines"] = plain_progress(label, total, line_printer(console), every_s=PLAIN_PROGRESS_EVERY_S)
             state["lines"](done, total)
 
         def decoding(tokens: int, max_tokens: int, sequences: int) -> None:
@@ -469,8 +599,6 @@ def _progress_bar(console, label: str):
         update.decoding = decoding  # type: ignore[attr-defined]
         yield update
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     with Progress(TextColumn(label, markup=False), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True) as bar:
         job = bar.add_task(label, total=None)
