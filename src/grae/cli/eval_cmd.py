@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from grae.cli.output import check_writable, error
+from grae.cli.output import check_writable, error, refuse
 from grae.cli.output import console as make_console
 from grae.printing import line_printer, print_line
 from grae.train.checkpoints import weights_problem
@@ -210,12 +210,6 @@ def interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def _refuse(console: Any, message: object, exit_code: int = 2) -> NoReturn:
-    """One ``error:`` line and the exit code (a refusal before anything loads: 2)."""
-    error(console, "error:", message)
-    raise typer.Exit(exit_code)
-
-
 def _parse_params(values: list[str]) -> dict:
     """``--task-param KEY=VALUE`` options as a dict, each value read as YAML."""
     params = {}
@@ -242,14 +236,14 @@ def _run_or_model(console, model: str, tasks: list[str]) -> tuple[str, list, dic
         given = Path(model).expanduser().resolve() == found.resolve() if found is not None else False
         return (str(found / "final") if found is not None and given else model), [], {}
     if found is None:
-        _refuse(console, f"--tasks is required: {model} is not a grae train run directory (one holding run.json and "
+        refuse(console, f"--tasks is required: {model} is not a grae train run directory (one holding run.json and "
                          "config.yaml, whose held-out problems grae eval takes without --tasks); give --tasks NAME,… "
                          "for a model")
     try:
         run = read_run(found)
         planned = [PlannedTask(run.task_name, run.task(), run.task_params)]
     except (RunHeldoutError, KeyError, FileNotFoundError, ValueError, TypeError) as err:
-        _refuse(console, err)
+        refuse(console, err)
     print_line(console, f"grae eval {run.describe()}")
     return str(run.model), planned, run.settings
 
@@ -273,9 +267,9 @@ def _vllm_options(console, backend: str, **given: Any) -> dict[str, Any]:
     bad = [f"--{key.replace('_', '-')} must be {rule}, got {options[key]}" for key, (rule, ok) in _VLLM_RULES.items()
            if key in options and not ok(options[key])]
     if bad:
-        _refuse(console, "; ".join(bad))
+        refuse(console, "; ".join(bad))
     if options and backend == "hf":
-        _refuse(console, f"--{next(iter(options)).replace('_', '-')} is a vLLM setting; use --backend vllm (or auto on "
+        refuse(console, f"--{next(iter(options)).replace('_', '-')} is a vLLM setting; use --backend vllm (or auto on "
                          "a CUDA machine with vllm installed)")
     return options
 
@@ -286,7 +280,7 @@ def _threads_line(console, model: str, threads: int | None, device: str | None) 
     why = weights_problem(model) or (f"--threads must be >= 1 (torch CPU threads), got {threads}"
                                      if threads is not None and threads < 1 else None)
     if why:
-        _refuse(console, why)
+        refuse(console, why)
     return apply_threads(threads, cuda=_cuda_sampling(device))
 
 
@@ -377,9 +371,9 @@ def _eval_errors(console, output: Path | None) -> Iterator[None]:
     try:
         yield
     except EvalError as err:
-        _refuse(console, err, err.exit_code)
+        refuse(console, err, err.exit_code)
     except NonFiniteLogitsError as err:
-        _refuse(console, err, 1)
+        refuse(console, err, 1)
     except KeyboardInterrupt:
         error(console, "interrupted:", "the samples written so far are kept; rerun the same command to resume")
         raise typer.Exit(130) from None
@@ -387,7 +381,7 @@ def _eval_errors(console, output: Path | None) -> Iterator[None]:
         line = write_failure(err, Path(output) if output else Path("eval"), rerun="rerun the same command to resume")
         if line is None:
             raise
-        _refuse(console, line, 1)
+        refuse(console, line, 1)
 
 
 # -- grae eval: the results ------------------------------------------------------------------------------
@@ -481,7 +475,7 @@ def _check_passk_options(console, files: list[Path], *, n: int | None, bootstrap
     """Exit 2 on ``--n`` below 1, ``--bootstrap`` below 0 or ``--compare`` with one file."""
     for name, value, low in [("--n", n, 1), ("--bootstrap", bootstrap, 0)]:
         if value is not None and value < low:
-            _refuse(console, f"{name} must be >= {low}, got {value}")
+            refuse(console, f"{name} must be >= {low}, got {value}")
     if compare and len(files) < 2:
         console.print("[red]error:[/red] --compare needs two or more files")
         raise typer.Exit(2)
