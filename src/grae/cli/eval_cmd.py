@@ -36,12 +36,12 @@ RUN_EVAL_DIR = Path("eval") / "final"
 
 #: grae eval's sampling defaults where neither the option nor the run's ``eval`` section gives a value
 _SAMPLING_DEFAULTS: dict[str, tuple[Any, Any]] = {"n": (256, int), "temperature": (0.6, float),
-                                                 "top_p": (0.95, float), "seed": (0, int)}
+                                                  "top_p": (0.95, float), "seed": (0, int)}
 
 #: the vLLM-only options: the rule each value must meet (as the error says it) and its check
 _VLLM_RULES: dict[str, tuple[str, Any]] = {"tensor_parallel_size": (">= 1", lambda v: v >= 1),
-                                          "gpu_memory_utilization": ("in (0, 1]", lambda v: 0 < v <= 1),
-                                          "max_model_len": (">= 1", lambda v: v >= 1)}
+                                           "gpu_memory_utilization": ("in (0, 1]", lambda v: 0 < v <= 1),
+                                           "max_model_len": (">= 1", lambda v: v >= 1)}
 
 
 def register(app: typer.Typer) -> None:
@@ -111,6 +111,8 @@ def eval_(
                              "on a CPU (otherwise asked at a terminal, refused elsewhere)."),
 ) -> None:
     """Sample N completions per problem, verify each, write JSONL rows and pass@k (resumable)."""
+    from grae.eval.jobs import evaluate_tasks
+
     console = make_console(emoji=False)
     params = _parse_params(task_param)
     model, planned, own = _run_or_model(console, model, tasks)
@@ -123,8 +125,6 @@ def eval_(
     vllm_options = _vllm_options(console, backend, tensor_parallel_size=tensor_parallel_size,
                                  gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
     threads_line = _threads_line(console, model, threads, device)
-    from grae.eval.jobs import evaluate_tasks
-
     with _eval_errors(console, output):
         done = evaluate_tasks(model, tasks, **sampling, output=output, backend=backend, prompt_style=prompt_style,
                               task_params=params, label=label, device=device, dtype=dtype, overwrite=overwrite,
