@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from grae.cli.eval_cmd import plain_progress
 from grae.engines.learning_signal import first_streak_note
 from grae.eval.backends import CPU_LARGE_MODEL_BATCH, approx_params, default_batch_size
+from grae.eval.progress_lines import plain_progress
 from grae.train.callbacks import sparse_signal_note
 
 

@@ -3,11 +3,16 @@ markup (``[red]`` in a path) or emoji (``:100:`` in ``file.jsonl:100:``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import typer
+from rich.console import Console
 from rich.markup import escape
 
 #: console width when stdout is not a terminal: wider than any table grae prints, so a table in a pipe or a log
@@ -23,10 +28,6 @@ def console(**kwargs: Any) -> Any:
     width, and a process writing to a pipe often inherits one it did not ask for (a Python that imports readline,
     as pdb and so pytest do, gets ``COLUMNS=80`` from GNU readline, and so does every process it starts), which
     would cut a table at 80 columns."""
-    import sys
-
-    from rich.console import Console
-
     if "width" not in kwargs and not sys.stdout.isatty():
         kwargs["width"] = PIPE_WIDTH
     return Console(**kwargs)
@@ -38,14 +39,17 @@ def error(console: Any, label: str, message: Any) -> None:
     tell_launcher(f"{label} {message}")
 
 
+def refuse(console: Any, message: Any, exit_code: int = 2) -> NoReturn:
+    """One ``error:`` line (:func:`error`) and exit with ``exit_code`` (2: a refusal before anything runs)."""
+    error(console, "error:", message)
+    raise typer.Exit(exit_code)
+
+
 def tell_launcher(line: str) -> None:
     """Under ``torchrun``/``accelerate launch`` (``TORCHELASTIC_ERROR_FILE`` set): write ``line`` to the
     file the launcher reads when this rank fails, so its failure summary names the cause. Every rank but
     the main one prints nothing, so a refusal on one rank alone (a package missing on one node) would
     otherwise show only as "exitcode: 2". The launcher ignores the file of a rank that exits 0."""
-    import json
-    import time
-
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
@@ -86,8 +90,6 @@ def unwritable(path: str | os.PathLike, *, is_file: bool = False) -> str | None:
 
 def check_writable(console: Any, path: str | os.PathLike, option: str, *, is_file: bool = False) -> None:
     """One line and exit 2 when ``path`` cannot be written (before any model or data loads)."""
-    import typer
-
     why = unwritable(path, is_file=is_file)
     if why is not None:
         error(console, "error:", f"{option} {path}: cannot write there ({why}); choose another {option}")
