@@ -139,7 +139,7 @@ class CompareConfig:
     #: base's format-only oracle (needs ``eval: {exact: true}``), "temperature_frontier" = the base's temperature
     #: frontier F over ``temperatures`` (grae.compare.temperature_frontier; needs ``eval: {exact: true}``)
     paired_against: list[str] = field(default_factory=lambda: ["base"])
-    #: the temperature frontier's grid (None: grae.compare.temperature_frontier.TEMPERATURES)
+    #: the temperature frontier's grid (None: grae.eval.temperature_frontier.TEMPERATURES)
     temperatures: list[float] | None = None
     #: seeds of the study that selected the candidate(s) under test; this study may not reuse them
     selected_by: list[int] = field(default_factory=list)

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from grae.eval.strata import stratum_labels
+
 
 @dataclass
 class Probe:
@@ -61,18 +63,6 @@ class Mechanism:
     jobs: dict[str, dict[int, dict[int, Probe]]]
     #: method → seed → the logged positive advantage mass per step (``adv_pos_mass``; None where a step lacks it)
     adv_pos_mass: dict[str, dict[int, list]] = field(default_factory=dict)
-
-
-def stratum_labels(task: Any, examples: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """``{"key=value,…": [question ids]}`` over the held-out task's ``heldout_strata`` (empty without strata)."""
-    keys = tuple(getattr(task, "heldout_strata", ()) or ())
-    if not keys:
-        return {}
-    out: dict[str, list[str]] = {}
-    for example in examples:
-        label = ",".join(f"{k}={v}" for k, v in zip(keys, task.stratum(example)))
-        out.setdefault(label, []).append(str(example["question_id"]))
-    return dict(sorted(out.items()))
 
 
 def _probe(record: dict[str, Any], where: str, question_ids: list[str] | None, band_ids: list[str] | None) -> Probe:

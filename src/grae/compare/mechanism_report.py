@@ -21,9 +21,10 @@ from grae.compare.stats import (
     paired_differences,
     proportion_interval,
 )
-from grae.compare.temperature_frontier import base_temperatures, distance_above, exact_counts, trace_frontier
+from grae.compare.temperature_frontier import base_temperatures
 from grae.compare.training import TRAINING_FRACTIONS, at_fractions
 from grae.eval.stats import ProblemCounts, per_problem_passk
+from grae.eval.temperature_frontier import distance_above, exact_counts, trace_frontier
 
 if TYPE_CHECKING:
     from grae.compare.mechanism import Mechanism

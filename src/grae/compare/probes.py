@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grae.compare.frontier import FRONTIER_DIR, frontier_eval_config, step_settings
+from grae.eval.strata import strategy_labels
 from grae.io import atomic_write_json
 
 if TYPE_CHECKING:
@@ -41,16 +42,6 @@ def parts_path(job_dir: Path, step: int) -> Path:
 def probe_steps(max_steps: int, steps: Sequence[int]) -> list[int]:
     """A job's probe steps: the study's steps above 0 and the last step."""
     return sorted({s for s in steps if s > 0} | {max_steps})
-
-
-def strategy_labels(task: Any, width: int) -> list[str]:
-    """Names of the ``width`` columns of :func:`grae.eval.gold.gold_prob_parts` for ``task``: ``L`` and ``G`` for
-    ``chain_trace`` with ``strategies: two`` (its gold completions' order), else ``gold 1``, ``gold 2``, …."""
-    if getattr(task, "strategies", None) == "two" and width == 2:
-        from grae.data.trace import GROUPED_MARKER, LEFT_MARKER
-
-        return [LEFT_MARKER, GROUPED_MARKER]
-    return [f"gold {j + 1}" for j in range(width)]
 
 
 def probe_settings(config: TrainConfig, study_eval: dict[str, Any] | None, band: str | None) -> dict[str, Any]:

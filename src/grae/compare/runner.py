@@ -317,14 +317,14 @@ def base_frontier_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
 
 def base_temperature_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
     """The base model's exact p per held-out problem at each temperature of the study's grid, into
-    ``<output_dir>/base/temperature_frontier.json`` (grae.compare.temperature_frontier; kept while its settings hold)."""
+    ``<output_dir>/base/temperature_frontier.json`` (grae.eval.temperature_frontier; kept while its settings hold)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grae.compare.frontier import frontier_eval_config
-    from grae.compare.temperature_frontier import TEMPERATURES, base_temperature_p
     from grae.data import get_task
     from grae.eval.identity import model_identity
+    from grae.eval.temperature_frontier import TEMPERATURES, base_temperature_p, temperature_record
     from grae.presets import resolve_model
 
     config = frontier_eval_config(cfg.train_config(job), cfg.evaluation())
@@ -342,8 +342,7 @@ def base_temperature_evaluation(cfg: CompareConfig, job: Job, log) -> Path:
     log(f"base temperature frontier: {len(examples)} problems × {len(settings['temperatures'])} temperatures, exact")
     p = base_temperature_p(model, tokenizer, examples, task, settings["temperatures"], top_p=settings["top_p"],
                            max_tokens=settings["max_tokens"])
-    atomic_write_json(path, {"settings": settings, "question_ids": [str(e["question_id"]) for e in examples],
-                             "p": {repr(t): v.tolist() for t, v in p.items()}})
+    atomic_write_json(path, temperature_record([str(e["question_id"]) for e in examples], p, settings))
     return path
 
 

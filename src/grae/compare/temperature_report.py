@@ -1,6 +1,6 @@
 """The report's section on the base's temperature frontier (``paired_against: temperature_frontier``): F's points,
 then every method's Δ_F with its crossed seeds × problems interval and leave-one-seed-out range, beside its distance
-above the baseline's checkpoint frontier (grae.compare.temperature_frontier, grae.compare.rules.frontier_distance)."""
+above the baseline's checkpoint frontier (grae.eval.temperature_frontier, grae.eval.frontier_distance)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grae.compare.rules.frontier_distance import FrontierDistance, frontier_distance
 from grae.compare.rules.keeps_passk import distance_json
-from grae.compare.temperature_frontier import base_temperatures, distance_above, frontier_table, trace_frontier
+from grae.compare.temperature_frontier import base_temperatures
+from grae.eval.frontier_distance import FrontierDistance, frontier_distance
 from grae.eval.stats import per_problem_passk
+from grae.eval.temperature_frontier import distance_above, frontier_table, trace_frontier
 
 if TYPE_CHECKING:
     from grae.compare.results import StudyResults

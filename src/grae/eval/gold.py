@@ -19,7 +19,7 @@ lists them (``Task.gold_completions``); they are distinct texts ending in EOS, s
 bound of the sampled pass rate by that outside mass (``grae eval --exact`` prints it).
 
 :func:`gold_probs` is the one implementation (:func:`gold_prob_parts` its terms, one per gold completion):
-``grae data band --exact``, the temperature frontier (:mod:`grae.compare.temperature_frontier`) and
+``grae data band --exact``, the temperature frontier (:mod:`grae.eval.temperature_frontier`) and
 ``studies/gate_v2.py`` call it.
 """
 

@@ -15,7 +15,7 @@ the report's crossed seeds × problems intervals (grae.compare.stats):
   otherwise **not resolved**.
 * **Δ_F, per stratum.** At each k of ``frontier_ks``, the arm's pass@k above the base's temperature frontier at
   equal pass@1, against **the stratum's own** frontier (the base's traced points on that stratum's problems;
-  :func:`grae.compare.temperature_frontier.distance_above`), 95 % crossed interval; never pooled over strata. Needs
+  :func:`grae.eval.temperature_frontier.distance_above`), 95 % crossed interval; never pooled over strata. Needs
   ``paired_against: temperature_frontier``.
 * **The rare strategy.** On ``rare_stratum``, the exact mass of ``strategy`` (Σ p over its gold completions) at the
   last training step minus the base's on the same problems, paired per problem (crossed interval): **grows** where
@@ -38,7 +38,8 @@ import numpy as np
 
 from grae.compare.rules.common import ALPHA, RuleError, cell, pilot_line
 from grae.compare.stats import Interval, difference_interval, holm_intervals, paired_differences
-from grae.compare.temperature_frontier import base_temperatures, distance_above, trace_frontier
+from grae.compare.temperature_frontier import base_temperatures
+from grae.eval.temperature_frontier import distance_above, trace_frontier
 
 if TYPE_CHECKING:
     from grae.compare.results import StudyResults

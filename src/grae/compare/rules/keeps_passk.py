@@ -50,8 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 from grae.compare.machines import MachineContrast, blocking, blocking_line, interaction, pair_kinds
 from grae.compare.rules.common import ALPHA, RuleError, cell, margin_p, needed, pilot_line
-from grae.compare.rules.frontier_distance import FrontierDistance, frontier_distance
 from grae.compare.stats import Interval, crossed_interval, holm, holm_levels, method_passk, paired_differences
+from grae.compare.temperature_frontier import base_temperatures
+from grae.eval.frontier_distance import FrontierDistance, frontier_distance
+from grae.eval.temperature_frontier import distance_above, trace_frontier
 
 if TYPE_CHECKING:
     from grae.compare.results import StudyResults
@@ -214,9 +216,7 @@ def decide(results: StudyResults) -> RuleOutcome:
 
 
 def temperature_distances(results: StudyResults, arms: list[str], k: int) -> dict[str, FrontierDistance]:
-    """Each arm's Δ_F above the base's temperature frontier (95 %; grae.compare.temperature_frontier)."""
-    from grae.compare.temperature_frontier import base_temperatures, distance_above, trace_frontier
-
+    """Each arm's Δ_F above the base's temperature frontier (95 %; grae.eval.temperature_frontier)."""
     base = base_temperatures(results.base_files)
     if not base:
         raise RuleError("rule.keeps_passk.temperature_frontier_margin: the table has no base temperature frontier; run "
