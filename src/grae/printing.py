@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-#: the keyword arguments of a literal line, for the one call that passes more (``end=``) or builds a rich object
-LITERAL = {"markup": False, "emoji": False, "highlight": False, "soft_wrap": True}
+#: rich ``Console.print`` keywords that print text as it is
+_LITERAL = {"markup": False, "emoji": False, "highlight": False, "soft_wrap": True}
 
 
 def print_line(console: Any, text: object) -> None:
@@ -19,7 +19,7 @@ def print_line(console: Any, text: object) -> None:
     if console is None:
         print(text)
     else:
-        console.print(str(text), **LITERAL)
+        console.print(str(text), **_LITERAL)
 
 
 def line_printer(console: Any) -> Callable[[object], None]:
