@@ -171,9 +171,9 @@ def test_grae_train_refuses_bad_new_params_in_one_line(estimator, params, messag
     from grae.train.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=message):
-        load_config(None, {"estimator": estimator, "estimator_params": params})
+        load_config("chain-sum", {"estimator": estimator, "estimator_params": params})
     # the default recipe trains agrae: restating it on the command line keeps its parameters, beside the new one
-    default = load_config(None)
+    default = load_config("chain-sum")
     assert default.estimator == "agrae"
-    assert load_config(None, {"estimator": "agrae", "estimator_params": {"omega_samples": 8192}}).estimator_params == \
+    assert load_config("chain-sum", {"estimator": "agrae", "estimator_params": {"omega_samples": 8192}}).estimator_params == \
         {**default.estimator_params, "omega_samples": 8192}

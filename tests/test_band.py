@@ -204,7 +204,7 @@ def test_grae_train_refuses_a_band_of_another_task_naming_the_field(band_file, o
     from grae.train.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=f"^{field}"):
-        load_config(None, {"task.params": PARAMS, "task.train_subset": str(band_file[0]), **override})
+        load_config("chain-sum", {"task.params": PARAMS, "task.train_subset": str(band_file[0]), **override})
 
 
 def test_grae_train_refuses_a_changed_or_foreign_file_and_fits_its_size(band_file, tmp_path):
@@ -216,20 +216,20 @@ def test_grae_train_refuses_a_changed_or_foreign_file_and_fits_its_size(band_fil
     lines = path.read_text().splitlines()
     changed.write_text("\n".join([lines[0], lines[1].replace('"answer": "', '"answer": "9')] + lines[2:]) + "\n")
     with pytest.raises(ConfigError, match="^task.train_subset: problem .* is not in the task's pool"):
-        load_config(None, {**base, "task.train_subset": str(changed)})
+        load_config("chain-sum", {**base, "task.train_subset": str(changed)})
     foreign = tmp_path / "plain.jsonl"
     foreign.write_text('{"question": "1 + 1", "answer": "2"}\n')
     with pytest.raises(ConfigError, match="^task.train_subset: .* has no grae_band header"):
-        load_config(None, {**base, "task.train_subset": str(foreign)})
+        load_config("chain-sum", {**base, "task.train_subset": str(foreign)})
     with pytest.raises(ConfigError, match="^task.train_subset: .* is not a file"):
-        load_config(None, {**base, "task.train_subset": str(tmp_path / "missing.jsonl")})
-    cfg = load_config(None, {**base, "task.train_subset": str(path)})
+        load_config("chain-sum", {**base, "task.train_subset": str(tmp_path / "missing.jsonl")})
+    cfg = load_config("chain-sum", {**base, "task.train_subset": str(path)})
     assert cfg.task.train_size is None and any(f"all {len(rows)} problems of the band file" in n for n in cfg.notes)
     from grae.train.dry_run import plan_lines
 
     assert ("train on", f"all {len(rows)} problems of the band file {path}") in plan_lines(cfg)
     with pytest.raises(ConfigError, match=f"^task.train_size: 10000 training problems asked, .* keeps {len(rows)}"):
-        load_config(None, {**base, "task.train_subset": str(path), "task.train_size": 10000})
+        load_config("chain-sum", {**base, "task.train_subset": str(path), "task.train_size": 10000})
 
 
 def test_a_gzip_compressed_band_file_reads_as_the_plain_one_and_a_damaged_one_is_one_line(band_file, tmp_path):
@@ -249,7 +249,7 @@ def test_a_gzip_compressed_band_file_reads_as_the_plain_one_and_a_damaged_one_is
 
 def test_grae_train_trains_two_steps_on_a_band_file(band_file, tmp_path):
     path, header, rows = band_file
-    cmd = [sys.executable, "-m", "grae.cli", "train", "--task.train_subset", str(path), "--estimator", "grpo",
+    cmd = [sys.executable, "-m", "grae.cli", "train", "chain-sum", "--task.train_subset", str(path), "--estimator", "grpo",
            "--max-steps", "2", "--eval.num_problems", "4", "--eval.n", "2", "--output-dir", str(tmp_path / "run"),
            "--no-progress",
            # the test is about the band file, not learning: the shipped tiny model's base has no learning signal on

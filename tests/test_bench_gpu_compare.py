@@ -24,7 +24,7 @@ def test_gpu_compare_sitting_brings_back_the_chosen_seeds_rows(tmp_path):
     for folder in (work / "studies", out, site):
         folder.mkdir(parents=True)
     (work / "studies" / "study_rows.py").symlink_to(ROOT / "studies" / "study_rows.py")
-    study = {"base": "default",
+    study = {"base": "chain-sum",
              "overrides": {"model": build_random_tiny(str(tmp_path / "tiny")), "max_steps": 2, "save_steps": 2,
                            "task": {"train_size": 100}, "eval": {"num_problems": 4, "n": 4, "batch_size": 16},
                            "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4},

@@ -46,7 +46,7 @@ def test_every_yaml_grae_reads_goes_through_the_one_loader():
 
 def test_a_design_with_a_method_written_twice_is_refused_naming_it(tmp_path):
     path = tmp_path / "study.yaml"
-    path.write_text("base: default\nmethods:\n  grpo: {estimator: grpo}\n  rloo: {estimator: rloo}\n"
+    path.write_text("base: chain-sum\nmethods:\n  grpo: {estimator: grpo}\n  rloo: {estimator: rloo}\n"
                     "  grpo: {estimator: rloo}\nseeds: [0, 1]\nbaseline: grpo\n")
     with pytest.raises(ConfigError, match=r"the key 'grpo' is written twice \(lines 3 and 5\)"):
         load_compare_config(path)

@@ -29,7 +29,7 @@ def study_config(model_dir, output_dir, **study) -> dict:
     """A small study on a random tiny model (2 steps of 8 completions, G = 4, 4 tokens; 4 held-out problems x
     n = 4): 2 methods x 2 seeds unless ``study`` replaces keys."""
     cfg = {
-        "base": "default",
+        "base": "chain-sum",
         "overrides": {"model": model_dir, "max_steps": 2, "save_steps": 2, "task": {"train_size": 100},
                       "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 4},
                       "eval": {"num_problems": 4, "n": 4, "batch_size": 16},
@@ -174,7 +174,7 @@ def test_sweeps_expand_and_bad_configs_fail(tmp_path):
     assert methods == {"agrae[alpha=0.25]": {"estimator": "agrae", "estimator_params.alpha": 0.25},
                        "agrae[alpha=1.0]": {"estimator": "agrae", "estimator_params.alpha": 1.0}}
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"base": "default", "methods": {"x": {"estimator": "nope"}}, "seeds": [0],
+    bad.write_text(yaml.safe_dump({"base": "chain-sum", "methods": {"x": {"estimator": "nope"}}, "seeds": [0],
                                    "baseline": "x", "output_dir": str(tmp_path)}))
     with pytest.raises(ConfigError, match="method 'x': estimator: unknown estimator 'nope'"):
         load_compare_config(bad)
@@ -217,7 +217,7 @@ def test_study_eval_key_validates_and_round_trips_exact_counts(tmp_path):
     path.write_text(yaml.safe_dump({**study, "frontier_eval": {"n": 4}}))
     with pytest.raises(ConfigError, match="eval and frontier_eval: choose one"):
         load_compare_config(path)
-    path.write_text(yaml.safe_dump({**study, "base": "default", "overrides": {"task": {"name": "gcd"}}}))
+    path.write_text(yaml.safe_dump({**study, "base": "chain-sum", "overrides": {"task": {"name": "gcd"}}}))
     with pytest.raises(ConfigError, match="eval.exact: task 'gcd' declares no finite answer set"):
         load_compare_config(path)
     exact = ProblemCounts(["a", "b"], np.array([256, 256]), np.array([25.6, 0.0]), p=np.array([0.1, 0.0]),
@@ -362,7 +362,7 @@ def test_shared_jobs_dir_reuses_same_config_and_refuses_a_different_one(tmp_path
 
     def study(name, overrides):
         path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump({"base": "default", "overrides": overrides, "seeds": [0], "baseline": "grpo",
+        path.write_text(yaml.safe_dump({"base": "chain-sum", "overrides": overrides, "seeds": [0], "baseline": "grpo",
                                         "methods": {"grpo": {"estimator": "grpo"}},
                                         "output_dir": str(tmp_path / name), "jobs_dir": str(tmp_path / "jobs")}))
         return path

@@ -170,7 +170,7 @@ TASK = {"name": "chain_trace", "params": {"generator": "chain_range", "min_terms
 
 
 def _study(tmp_path, **extra) -> dict:
-    study = {"base": "default",
+    study = {"base": "chain-sum",
              "overrides": {"model": "tiny", "max_steps": 4, "save_steps": 4, "task": TASK,
                            "eval": {"enabled": False, "num_problems": 4, "n": 16, "temperature": 1.0}},
              "methods": {"grpo": {"estimator": "grpo"}, "bbg": {"estimator": "bbg"}}, "seeds": [0],

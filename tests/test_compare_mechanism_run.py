@@ -60,7 +60,7 @@ def test_a_two_modes_study_reports_strata_strategy_mass_and_collapse(tmp_path, t
 
     train, held = _bands(tmp_path)
     study = {
-        "base": "default",
+        "base": "chain-sum",
         "overrides": {"model": str(two_modes_base), "max_steps": 2, "save_steps": 2,
                       "task": {"name": "chain_trace", "params": PARAMS, "train_subset": str(train), "train_size": None},
                       "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 24,

@@ -21,7 +21,7 @@ STEPS = 4
 
 
 def write_study(tmp_path, seeds, **extra) -> str:
-    raw = {"base": "default", "overrides": {"max_steps": STEPS, "save_steps": STEPS, "eval": {"enabled": False}},
+    raw = {"base": "chain-sum", "overrides": {"max_steps": STEPS, "save_steps": STEPS, "eval": {"enabled": False}},
            "methods": {m: {"estimator": "grpo"} for m in ("grpo", "arm_a", "arm_b")}, "seeds": seeds,
            "baseline": "grpo", "output_dir": str(tmp_path / "study"), "frontier": [],
            "eval": {"exact": True, "num_problems": PROBLEMS}, **extra}

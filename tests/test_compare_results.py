@@ -124,7 +124,7 @@ def _metrics(rng, agrae: bool) -> str:
 def exact_study(tmp_path: Path, seed: int = 0) -> tuple[Path, dict]:
     """An exact study (3 arms × 3 seeds) with a frontier at 25/50/100 %, the oracle, the base also sampled and
     two arms also sampled: every section of a held-out report. Returns its config path and each job's p."""
-    raw = {"base": "default", "overrides": {"max_steps": STEPS, "save_steps": STEPS, "eval": {"enabled": False}},
+    raw = {"base": "chain-sum", "overrides": {"max_steps": STEPS, "save_steps": STEPS, "eval": {"enabled": False}},
            "methods": {m: {"estimator": "grpo"} for m in ("grpo", "arm_a", "arm_b")}, "seeds": [0, 1, 2],
            "baseline": "grpo", "output_dir": str(tmp_path / "study"), "frontier": [0.25, 0.5, 1.0],
            "eval": {"exact": True, "num_problems": PROBLEMS}, "paired_against": ["base", "oracle"],
@@ -167,7 +167,7 @@ def exact_study(tmp_path: Path, seed: int = 0) -> tuple[Path, dict]:
 
 
 def training_only_study(tmp_path: Path) -> Path:
-    raw = {"base": "default", "overrides": {"max_steps": STEPS, "save_steps": STEPS, "eval": {"enabled": False}},
+    raw = {"base": "chain-sum", "overrides": {"max_steps": STEPS, "save_steps": STEPS, "eval": {"enabled": False}},
            "methods": {"grpo": {"estimator": "grpo"}, "agrae": {"estimator": "agrae"}}, "seeds": [0, 1, 2],
            "baseline": "grpo", "output_dir": str(tmp_path / "study"), "frontier": []}
     path = tmp_path / "study.yaml"

@@ -19,7 +19,7 @@ from grae.compare.grid import load_compare_config  # noqa: E402
 
 
 def write_study(tmp_path: Path) -> Path:
-    study = {"base": "default", "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}},
+    study = {"base": "chain-sum", "methods": {"grpo": {"estimator": "grpo"}, "nsr": {"estimator": "nsr"}},
              "seeds": [1, 2, 3], "baseline": "grpo", "output_dir": str(tmp_path / "study"), "frontier": [],
              "parallel": 1}
     path = tmp_path / "study.yaml"

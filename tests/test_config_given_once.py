@@ -74,7 +74,7 @@ def test_a_train_subset_that_is_not_utf8_is_one_line_naming_the_field(tmp_path):
     band = tmp_path / "band.jsonl"
     band.write_bytes(b"\xff\xfe" + json.dumps({"grae_band": {}}).encode() + b"\n")
     with pytest.raises(ConfigError) as err:
-        load_config(None, {"task.train_subset": str(band)})
+        load_config("chain-sum", {"task.train_subset": str(band)})
     message = str(err.value)
     assert message.startswith("task.train_subset:") and "not UTF-8" in message and "\n" not in message, message
 
@@ -92,7 +92,7 @@ def test_restating_the_files_task_or_estimator_keeps_its_parameters(tmp_path):
     assert cfg.task.params == {"min_terms": 3, "max_terms": 3}
     assert cfg.estimator_params == {"alpha": 0.5}
     assert not any("dropped" in note for note in cfg.notes)
-    default = load_config(None, {"task.name": "chain_sum", "estimator": "agrae"})  # the embedded default's own
+    default = load_config("chain-sum", {"task.name": "chain_sum", "estimator": "agrae"})  # the chain-sum recipe's own
     assert default.task.params["prompt_style"] == "plain" and default.estimator_params == {"alpha": 1.0}
 
 
@@ -108,21 +108,21 @@ def test_another_task_or_estimator_starts_from_nothing_with_a_note_naming_the_ke
     kept = load_config(path, {"task.name": "gcd", "task.params.prompt_style": "chat"})  # given again: not dropped
     assert kept.task.params == {"prompt_style": "chat"}
     assert any("(max_terms, min_terms)" in note for note in kept.notes), kept.notes
-    assert load_config(None, {"task.name": "gcd"}).notes == ()  # the embedded default's parameters: no word
+    assert load_config(None, {"task.name": "gcd"}).notes == ()  # the tiny base's parameters: no word
 
 
 @pytest.mark.parametrize("rewards", [["task", "task"], "task,task", ["task", "format", "task"]])
 def test_a_reward_listed_twice_is_refused(rewards):
     with pytest.raises(ConfigError, match=r"reward_funcs: 'task' listed twice"):
-        load_config(None, {"reward_funcs": rewards})
+        load_config("chain-sum", {"reward_funcs": rewards})
 
 
 @pytest.mark.parametrize("value", [2, -0.1, 1.5, float("nan")])
 def test_a_share_outside_zero_one_is_refused(value):
     with pytest.raises(ConfigError, match=r"^sampling.success_threshold: (a share of the reward in \[0, 1\]|must be "
                                           r"a finite number)"):
-        load_config(None, {"sampling.success_threshold": value})
-    assert load_config(None, {"sampling.success_threshold": 1}).sampling.success_threshold == 1
+        load_config("chain-sum", {"sampling.success_threshold": value})
+    assert load_config("chain-sum", {"sampling.success_threshold": 1}).sampling.success_threshold == 1
 
 
 def test_more_threads_than_cores_are_capped_with_a_note():

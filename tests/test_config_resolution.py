@@ -114,8 +114,8 @@ def test_the_issue_cases_resolve_alike(tmp_path):
              "max_completion_length": 16, "temperature": 0.9, "beta": 0.01, "top_p": 0.95}
     (tmp_path / "nested.yaml").write_text(yaml.safe_dump({"trl": seven}))
     (tmp_path / "flat.yaml").write_text(yaml.safe_dump(seven))
-    forms = [load_config(None, {f"trl.{k}": v for k, v in seven.items()}), load_config(tmp_path / "nested.yaml"),
-             load_config(tmp_path / "flat.yaml"), load_config(None, seven)]
+    forms = [load_config("chain-sum", {f"trl.{k}": v for k, v in seven.items()}), load_config(tmp_path / "nested.yaml"),
+             load_config(tmp_path / "flat.yaml"), load_config("chain-sum", seven)]
     lines = [resolved_lines(to_dict(cfg)) for cfg in forms]
     assert all(other == lines[0] for other in lines[1:])
     cfg = forms[1]
@@ -138,7 +138,7 @@ def test_layers_merge_keys_and_a_named_task_or_estimator_starts_from_its_default
     cfg = load_config(tmp_path / "c.yaml", {"estimator": "grpo", "task.name": "gcd"})  # flags name others
     assert (cfg.estimator_params, cfg.task.params) == ({}, {})
     (tmp_path / "d.yaml").write_text("task: {name: gcd}\n")
-    assert load_config(tmp_path / "d.yaml").task.params == load_config(None, {"task.name": "gcd"}).task.params == {}
+    assert load_config(tmp_path / "d.yaml").task.params == load_config("chain-sum", {"task.name": "gcd"}).task.params == {}
     # a pretrained model's held-out answers get the training's budget unless a layer gives eval.max_tokens
     (tmp_path / "m.yaml").write_text(f"model: {tmp_path / 'my-model'}\ntrl: {{max_completion_length: 96}}\n")
     (tmp_path / "my-model").mkdir()

@@ -89,6 +89,6 @@ def test_cov_loss_misconfigurations_are_refused(model_dir, tmp_path):  # noqa: F
         make_trainer(model_dir, tmp_path, "grpo", cov_loss={"mode": "clip_cov"}, dual_clip=3.0)
     from grae.train.config import ConfigError, load_config
 
-    assert load_config(None, {"cov_loss": {"mode": "clip_cov"}}).cov_loss == {"mode": "clip_cov"}
+    assert load_config("chain-sum", {"cov_loss": {"mode": "clip_cov"}}).cov_loss == {"mode": "clip_cov"}
     with pytest.raises(ConfigError, match=r"^cov_loss\.ratio: must be in \(0, 1\]"):
-        load_config(None, {"cov_loss": {"mode": "kl_cov", "ratio": 2.0}})
+        load_config("chain-sum", {"cov_loss": {"mode": "kl_cov", "ratio": 2.0}})

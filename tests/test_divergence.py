@@ -12,7 +12,7 @@ from grae.engines.divergence import DivergenceError, likely_cause, non_finite_co
 from grae.train.config import MAX_LEARNING_RATE, ConfigError, load_config  # noqa: E402
 
 #: the shipped tiny model on 4 prompts × 4 completions a step (~0.1 s a step on one thread)
-SMALL = ["--eval.enabled", "false", "--report", "false", "--no-progress", "--task.train_size", "200",
+SMALL = ["chain-sum", "--eval.enabled", "false", "--report", "false", "--no-progress", "--task.train_size", "200",
          "--trl.per_device_train_batch_size", "16", "--trl.num_generations", "4", "--save_steps", "1"]
 
 
@@ -48,9 +48,9 @@ def _finite_weights(folder) -> bool:
 
 def test_a_learning_rate_above_the_bound_is_refused_before_the_run_unless_forced(tmp_path):
     with pytest.raises(ConfigError, match=r"^trl\.learning_rate: 10 is above 1, .*--allow_large_learning_rate$"):
-        load_config(None, {"learning_rate": 10.0})
-    assert load_config(None, {"learning_rate": 10.0, "allow_large_learning_rate": True}).trl["learning_rate"] == 10.0
-    assert load_config(None, {"learning_rate": MAX_LEARNING_RATE}).trl["learning_rate"] == MAX_LEARNING_RATE
+        load_config("chain-sum", {"learning_rate": 10.0})
+    assert load_config("chain-sum", {"learning_rate": 10.0, "allow_large_learning_rate": True}).trl["learning_rate"] == 10.0
+    assert load_config("chain-sum", {"learning_rate": MAX_LEARNING_RATE}).trl["learning_rate"] == MAX_LEARNING_RATE
     result, lines = _train(tmp_path / "run", "--learning_rate", "10")
     assert result.exit_code == 2 and len(lines) == 1 and "trl.learning_rate: 10 is above 1" in lines[0], result.output
     assert not (tmp_path / "run").exists()  # refused before the claim

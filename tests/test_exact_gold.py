@@ -93,7 +93,7 @@ def test_an_answer_set_tasks_rows_still_enumerate_and_keep_their_references():
 
 def _study(tmp_path, model_dir, **extra) -> dict:
     study = {
-        "base": "default",
+        "base": "chain-sum",
         "overrides": {"model": model_dir, "max_steps": 2, "save_steps": 2, "task": {**TRACE, "train_size": 50},
                       "continue_without_signal": True,  # a random model: its base has no signal
                       "trl": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8},

@@ -54,7 +54,7 @@ def _train(*args: str) -> list[str]:
 
 def _study(**keys: str) -> dict[str, str]:
     """A two-method study file (``study.yaml``), training only, with ``keys`` (YAML text) set or replaced."""
-    lines = {"base": "default", "overrides": "{max_steps: 1, eval.enabled: false}", "frontier": "[]",
+    lines = {"base": "chain-sum", "overrides": "{max_steps: 1, eval.enabled: false}", "frontier": "[]",
              "methods": "{grpo: {estimator: grpo}, rloo: {estimator: rloo}}", "seeds": "[0]", "baseline": "grpo",
              "output_dir": "{tmp}/study", **keys}
     return {"study.yaml": "".join(f"{k}: {v}\n" for k, v in lines.items())}
@@ -354,9 +354,10 @@ def test_trl_values_are_checked_by_the_declared_types_after_trls_parser_has_run(
 
     make_parser()
     assert {f.name: f for f in dataclasses.fields(GRPOConfig)}["include_num_input_tokens_seen"].type is bool
-    assert load_config(None, {"trl": {"include_num_input_tokens_seen": "all"}}).trl["include_num_input_tokens_seen"] == "all"
+    cfg = load_config("chain-sum", {"trl": {"include_num_input_tokens_seen": "all"}})
+    assert cfg.trl["include_num_input_tokens_seen"] == "all"
     with pytest.raises(ConfigError, match=r"^trl\.include_num_input_tokens_seen: 'sometimes' is not one of"):
-        load_config(None, {"trl": {"include_num_input_tokens_seen": "sometimes"}})
+        load_config("chain-sum", {"trl": {"include_num_input_tokens_seen": "sometimes"}})
 
 
 def test_every_enumerated_trl_field_refuses_a_bogus_value_and_takes_its_default():
@@ -369,8 +370,8 @@ def test_every_enumerated_trl_field_refuses_a_bogus_value_and_takes_its_default(
     for key, values in allowed_values().items():
         assert len(values) >= 2 and fields[key].default in values + (None,), (key, values)
         with pytest.raises(ConfigError, match=rf"^trl\.{key}: 'not-a-{key}' is not one of"):
-            load_config(None, {f"trl.{key}": f"not-a-{key}"})
-    load_config(None, {"trl.loss_type": "dr_grpo", "trl.scale_rewards": False, "trl.log_level": "info"})
+            load_config("chain-sum", {f"trl.{key}": f"not-a-{key}"})
+    load_config("chain-sum", {"trl.loss_type": "dr_grpo", "trl.scale_rewards": False, "trl.log_level": "info"})
 
 
 def test_a_reward_function_that_always_raises_prints_its_line_first(tmp_path, monkeypatch):

@@ -87,7 +87,7 @@ def test_model_paths_that_cannot_be_hub_ids(tmp_path, monkeypatch):
 
 def _study(tmp_path, overrides):
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({"base": "default", "overrides": overrides, "seeds": [0], "baseline": "grpo",
+    path.write_text(yaml.safe_dump({"base": "chain-sum", "overrides": overrides, "seeds": [0], "baseline": "grpo",
                                     "methods": {"grpo": {"estimator": "grpo"}}, "output_dir": str(tmp_path / "study")}))
     return path
 
@@ -99,7 +99,7 @@ def test_compare_refuses_a_finished_job_folder_of_another_run(tmp_path):
 
     job_dir = tmp_path / "study" / "jobs" / "grpo" / "seed0"
     job_dir.mkdir(parents=True)
-    other = load_config(None, {"estimator": "agrae", "seed": 0, "output_dir": str(job_dir)})
+    other = load_config("chain-sum", {"estimator": "agrae", "seed": 0, "output_dir": str(job_dir)})
     claim(job_dir, to_dict(other), resume=False, overwrite=False)  # `grae train` of another method put there
     (job_dir / "eval").mkdir()
     (job_dir / "eval" / "summary.json").write_text(json.dumps({"before": {}, "after": {}}))
@@ -174,7 +174,7 @@ def test_an_eval_directory_holds_one_models_results(model_dir, tmp_path):
     assert list(summary["tasks"]) == ["gcd"] and summary["identity"] == summary["tasks"]["gcd"]["identity"]
 
     run = tmp_path / "run"
-    claim(run, to_dict(load_config(None, {"output_dir": str(run)})), resume=False, overwrite=False)
+    claim(run, to_dict(load_config("chain-sum", {"output_dir": str(run)})), resume=False, overwrite=False)
     for target in (run, run / "eval"):  # a train run's own files: never mixed with, even with --overwrite
         held = grae_eval(model_dir, "chain_sum", "--overwrite", output=target)
         assert held.exit_code == 2 and "holds the files of the grae train run" in held.output
@@ -262,8 +262,8 @@ def test_a_reward_without_any_reward_for_n_scored_batches_in_a_row_stops_trainin
         MissingRewardWatch(-1, max_steps=2)
     for bad in (-1, 2.5, True, "3"):  # the config knob: one line naming it
         with pytest.raises(ConfigError, match=r"^missing_reward_steps: (must be an integer >= 0|expected int, got)"):
-            load_config(None, {"missing_reward_steps": bad})
-    assert load_config(None, {}).missing_reward_steps == 5 and load_config(None, {"missing_reward_steps": 0})
+            load_config("chain-sum", {"missing_reward_steps": bad})
+    assert load_config("chain-sum", {}).missing_reward_steps == 5 and load_config("chain-sum", {"missing_reward_steps": 0})
 
 
 def test_a_divergence_names_as_kept_only_a_checkpoint_whose_content_is_what_was_saved(tmp_path):

@@ -138,10 +138,10 @@ def test_zero_signal_steps_streak_is_configurable_and_validated():
     pytest.importorskip("trl", reason="the train extra; `make test` installs it")
     from grae.train.config import ConfigError, load_config
 
-    assert load_config(None, {}).no_signal_steps == NO_SIGNAL_STEPS
-    assert load_config(None, {"no_signal_steps": 0}).no_signal_steps == 0
+    assert load_config("chain-sum", {}).no_signal_steps == NO_SIGNAL_STEPS
+    assert load_config("chain-sum", {"no_signal_steps": 0}).no_signal_steps == 0
     with pytest.raises(ConfigError, match="no_signal_steps: must be an integer >= 0"):
-        load_config(None, {"no_signal_steps": -1})
+        load_config("chain-sum", {"no_signal_steps": -1})
 
 
 def test_a_run_whose_reward_is_always_zero_stops_after_3_steps_with_a_checkpoint_and_resumes_on_request(tmp_path):

@@ -231,7 +231,7 @@ def test_historical_counts_survive_checkpoint_and_resume(model_dir, tmp_path):  
 def test_grae_train_config_needs_the_task_verifier_for_answer_ids():
     from grae.train.config import ConfigError, load_config
 
-    cfg = load_config(None, {"estimator": "outcome_explore", "estimator_params": {"mode": "historical"}})
+    cfg = load_config("chain-sum", {"estimator": "outcome_explore", "estimator_params": {"mode": "historical"}})
     assert cfg.reward_funcs == ["task"]  # the task's parse_answer supplies answer_id
     with pytest.raises(ConfigError, match=r"^estimator: 'outcome_explore' needs each completion's parsed answer"):
-        load_config(None, {"estimator": "outcome_explore", "reward_funcs": ["grae.rewards:accuracy_reward"]})
+        load_config("chain-sum", {"estimator": "outcome_explore", "reward_funcs": ["grae.rewards:accuracy_reward"]})

@@ -14,7 +14,7 @@ pytest.importorskip("trl", reason="the train extra; `make test` installs it")
 @pytest.mark.parametrize(("source", "overrides", "expected"), [
     (None, {}, "runs/default"),                                     # the embedded default: its own directory
     (None, {"max_steps": 2, "seed": 3}, "runs/default"),            # the same run, other settings
-    (None, {"estimator": "grpo"}, "runs/tiny-chain_sum-grpo"),
+    (None, {"estimator": "grpo"}, "runs/tiny-two-modes-chain_trace-grpo"),  # the default with another estimator
     (None, {"task.name": "data/mygsm.jsonl"}, "runs/tiny-mygsm-agrae"),
     (None, {"model": "smollm2"}, "runs/smollm2"),                   # the preset recipe's run
     (None, {"model": "smollm2", "task.name": "local:data/mygsm.jsonl"}, "runs/smollm2-mygsm-grpo"),

@@ -124,7 +124,7 @@ def test_bad_extraction_parameters_are_refused_naming_the_key(tmp_path, params, 
 def test_a_pretrained_model_gets_trls_and_its_own_defaults_never_the_tiny_ones():
     from trl import GRPOConfig
 
-    tiny = load_config(None, {})
+    tiny = load_config("chain-sum", {})
     real = load_config(None, {"model": "Qwen/Qwen2.5-0.5B-Instruct"})
     trl_default = GRPOConfig(output_dir="/nonexistent", use_cpu=True)
     args = grpo_config(real, output_dir="/nonexistent")

@@ -26,7 +26,7 @@ def test_every_recipe_validates(recipe):
 
 
 def test_default_is_the_embedded_agrae_run():
-    cfg = load_config(None)
+    cfg = load_config("chain-sum")
     assert cfg.model == "tiny" and cfg.estimator == "agrae" and cfg.eval.n == 64
 
 
@@ -46,7 +46,7 @@ def test_default_is_the_embedded_agrae_run():
 ])
 def test_bad_config_fails_before_any_model_is_loaded(overrides, match):
     with pytest.raises(ConfigError, match=match):
-        load_config(None, overrides)
+        load_config("chain-sum", overrides)
 
 
 def test_unknown_recipe_lists_available():
@@ -57,7 +57,7 @@ def test_unknown_recipe_lists_available():
 def test_cli_overrides_parse_yaml_scalars():
     assert parse_overrides(["--trl.learning_rate", "3e-4", "--task.name=gcd", "--eval.enabled", "false"]) == {
         "trl.learning_rate": 3e-4, "task.name": "gcd", "eval.enabled": False}
-    cfg = load_config(None, {"max-steps": 7, "estimator_params.alpha": 0.5})
+    cfg = load_config("chain-sum", {"max-steps": 7, "estimator_params.alpha": 0.5})
     assert cfg.max_steps == 7 and cfg.estimator_params["alpha"] == 0.5
 
 

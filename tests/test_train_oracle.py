@@ -46,8 +46,8 @@ def test_the_tiny_default_run_shows_the_base_format_only_oracle_computed_once(tm
     from grae.train.config import load_config
 
     out = tmp_path / "run"
-    log = grae_train(*small(), "--output-dir", str(out))
-    cfg = load_config(None, {"eval.num_problems": 8, "eval.n": 8})
+    log = grae_train("chain-sum", *small(), "--output-dir", str(out))
+    cfg = load_config("chain-sum", {"eval.num_problems": 8, "eval.n": 8})
     task = cfg.task.build()
     path = resolve_model("tiny")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -76,7 +76,7 @@ def test_the_tiny_default_run_shows_the_base_format_only_oracle_computed_once(tm
     assert f"{ORACLE} (the base's exact rows, {ORACLE_FILE}): pass@1=" in log
 
     written = (out / "eval" / ORACLE_FILE).stat().st_mtime_ns
-    again = grae_train(*small(), "--output-dir", str(out), "--resume")
+    again = grae_train("chain-sum", *small(), "--output-dir", str(out), "--resume")
     assert f"{ORACLE} (the base's exact rows, {ORACLE_FILE}, reused): pass@1=" in again
     assert (out / "eval" / ORACLE_FILE).stat().st_mtime_ns == written
     assert next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| pass@1 |")) == row
@@ -156,7 +156,7 @@ def test_a_one_gold_task_has_no_oracle_row_and_no_line(tmp_path):
     from grae.train.config import load_config
     from grae.train.oracle import skip_reason
 
-    cfg = load_config(None, {"task.name": "chain_trace"})
+    cfg = load_config("chain-sum", {"task.name": "chain_trace"})
     task = cfg.task.build()
     assert skip_reason(cfg, task, task.heldout(2)) == ""  # nothing to compute, nothing to say
     out = tmp_path / "run"

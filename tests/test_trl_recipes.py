@@ -162,7 +162,7 @@ def test_hub_dataset_names_map_to_tasks():
                                          r"hf:openai/gsm8k"):
         get_task("openai/gsm8k")
     with pytest.raises(ConfigError, match=r"^task: unknown task 'openai/gsm8k'; .*hf:openai/gsm8k"):
-        load_config(None, {"task.name": "openai/gsm8k"})
+        load_config("chain-sum", {"task.name": "openai/gsm8k"})
     # TRL's conversational prompt-only rows (trl-lib/DeepMath-103K): prompt = chat messages, solution = "$gold$"
     row = {"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "What is 1/3 of 1?"}],
            "solution": "$\\frac{1}{3}$"}
@@ -197,8 +197,8 @@ def test_trl_reward_names_are_trls_functions_fed_grae_columns():
 
 def test_an_unknown_reward_name_fails_before_anything_loads():
     with pytest.raises(ConfigError, match=r"^reward_funcs: 'format_reward' is not a reward function.*think_format_reward"):
-        load_config(None, {"reward_funcs": "format_reward"})
-    cfg = load_config(None, {"reward_funcs": "accuracy_reward,think_format_reward"})  # trl grpo's list, one flag
+        load_config("chain-sum", {"reward_funcs": "format_reward"})
+    cfg = load_config("chain-sum", {"reward_funcs": "accuracy_reward,think_format_reward"})  # trl grpo's list, one flag
     assert cfg.reward_funcs == ["accuracy_reward", "think_format_reward"]
 
 
@@ -208,12 +208,12 @@ def test_a_key_grae_cannot_honour_is_refused_in_one_line_unless_at_trls_default(
              "config_file": "x.yaml", "bnb_4bit_quant_type": "fp4", "bnb_4bit_quant_storage": "uint8",
              "reward_model_name_or_path": "org/rm", "test_split_size": 0.1}.get(key, True)
     with pytest.raises(ConfigError, match=rf"^{key}: .*(drop|write|launch|list)") as err:
-        load_config(None, {key: value})
+        load_config("chain-sum", {key: value})
     assert "\n" not in str(err.value)
     default = trl_default(key)
     assert (type(default) is object) == (key in ("env", "accelerate_config", "config_file"))  # no default: always refused
     if type(default) is not object:
-        load_config(None, {key: default})  # TRL's default does nothing in TRL either: accepted
+        load_config("chain-sum", {key: default})  # TRL's default does nothing in TRL either: accepted
 
 
 def test_model_keys_and_their_refusals(tmp_path):
@@ -230,17 +230,17 @@ def test_model_keys_and_their_refusals(tmp_path):
         if "flash" in str(overrides) and __import__("torch").cuda.is_available():
             continue  # the refusal is for a machine without CUDA
         with pytest.raises(ConfigError, match=match):
-            load_config(None, overrides)
+            load_config("chain-sum", overrides)
     from transformers import AutoModelForCausalLM
 
     loaded = AutoModelForCausalLM.from_pretrained(build_random_tiny(str(tmp_path / "tiny")), **model_load_kwargs(cfg.trl))
     assert next(loaded.parameters()).dtype == __import__("torch").bfloat16 and loaded.config._attn_implementation == "eager"
     for typo, meant in [("torch_dtyp", "torch_dtype"), ("dataset_nme", "dataset_name"), ("learnng_rate", "trl.learning_rate")]:
         with pytest.raises(ConfigError, match=rf"^{typo}: unknown key\. Did you mean '{meant}'\?"):  # not trl.torch_compile
-            load_config(None, {typo: "x"})
-    no_peft = load_config(None, {"lora_r": 8})  # as in TRL, lora_* without use_peft train no adapter
+            load_config("chain-sum", {typo: "x"})
+    no_peft = load_config("chain-sum", {"lora_r": 8})  # as in TRL, lora_* without use_peft train no adapter
     assert no_peft.peft is None
-    sized = load_config(None, {"dataset_name": "org/data", "task.train_size": 50})  # a given size is kept
+    sized = load_config("chain-sum", {"dataset_name": "org/data", "task.train_size": 50})  # a given size is kept
     assert (sized.task.name, sized.task.train_size) == ("hf:org/data", 50)
 
 

@@ -50,13 +50,13 @@ from timeouts import scaled  # noqa: E402
 ])
 def test_bad_values_are_refused_in_one_line(overrides, match):
     with pytest.raises(ConfigError, match=match) as err:
-        load_config(None, overrides)
+        load_config("chain-sum", overrides)
     assert "\n" not in str(err.value)
 
 
 def test_yaml_style_number_strings_are_numbers():
     """YAML 1.1 reads ``1e-5`` as a string; TRL's parser takes it as a float, and so does grae."""
-    cfg = load_config(None, {"trl.learning_rate": "1e-5"})
+    cfg = load_config("chain-sum", {"trl.learning_rate": "1e-5"})
     assert cfg.trl["learning_rate"] == 1e-5 and isinstance(cfg.trl["learning_rate"], float)
 
 
@@ -79,7 +79,7 @@ def test_numeric_fields_cover_graes_sections():
 @given(key=st.sampled_from(GRAE_NUMERIC + TRL_NUMERIC), value=st.sampled_from(HOSTILE))
 def test_every_numeric_field_is_accepted_finite_or_refused_in_one_line(key, value):
     try:
-        cfg = load_config(None, {key: value})
+        cfg = load_config("chain-sum", {key: value})
     except ConfigError as err:
         message = str(err)
         assert "\n" not in message
@@ -116,8 +116,8 @@ def test_every_numeric_estimator_parameter_is_checked(name, value):
 
 
 def test_flat_grpo_keys_go_to_the_trl_section():
-    flat = load_config(None, {"learning_rate": 1e-5, "max-completion-length": 8})
-    dotted = load_config(None, {"trl.learning_rate": 1e-5, "trl.max_completion_length": 8})
+    flat = load_config("chain-sum", {"learning_rate": 1e-5, "max-completion-length": 8})
+    dotted = load_config("chain-sum", {"trl.learning_rate": 1e-5, "trl.max_completion_length": 8})
     assert flat == dotted and flat.trl["learning_rate"] == 1e-5
 
 
@@ -127,14 +127,14 @@ def test_ambiguous_key_names_both_spellings(monkeypatch):
     real = config_mod.trl_fields()
     monkeypatch.setattr(grae.train.resolve, "trl_fields", lambda: {**real, "estimator": real["learning_rate"]})
     with pytest.raises(ConfigError, match=r"estimator: ambiguous.*--estimator.*--trl\.estimator"):
-        load_config(None, {"estimator": "grpo"})
+        load_config("chain-sum", {"estimator": "grpo"})
 
 
 def test_bare_flags_are_true_and_values_still_parse():
     config, overrides = split_args(["recipe.yaml", "--trl.bf16", "--max-steps", "3", "--report"])
     assert config == "recipe.yaml" and overrides == {"trl.bf16": True, "max-steps": 3, "report": True}
     with pytest.raises(ConfigError, match=r"^max_steps: expected int, got True"):
-        load_config(None, split_args(["--max-steps"])[1])
+        load_config("chain-sum", split_args(["--max-steps"])[1])
 
 
 def test_trl_recipe_yaml_is_read_as_it_is(tmp_path):
@@ -198,7 +198,7 @@ def test_cli_refuses_in_one_line_with_exit_2(tmp_path, args, match):
     (tmp_path / "badsum" / "summary.json").write_text("{}")
     (tmp_path / "rows.jsonl").write_text('{"question_id": "a", "label": 1}\n')
     (tmp_path / "bad.yaml").write_text("methods: [\n")
-    (tmp_path / "study.yaml").write_text(f"base: default\nmethods: {{grpo: {{estimator: grpo}}}}\nseeds: [0, 1]\n"
+    (tmp_path / "study.yaml").write_text(f"base: chain-sum\nmethods: {{grpo: {{estimator: grpo}}}}\nseeds: [0, 1]\n"
                                          f"baseline: grpo\noutput_dir: {tmp_path}/study\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     result = CliRunner().invoke(_app(), args)

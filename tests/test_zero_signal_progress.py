@@ -33,7 +33,7 @@ def test_report_carries_the_warning(tmp_path):
     from grae.train.report import write_train_report
 
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows([1.0] * 6)))
-    cfg = load_config(None, {"output_dir": str(tmp_path)})
+    cfg = load_config("chain-sum", {"output_dir": str(tmp_path)})
     text = write_train_report(tmp_path, cfg, {}, {}, steps=6, train_seconds=1.0).read_text()
     assert "no learning signal" in text
 
@@ -56,7 +56,7 @@ def test_report_carries_the_sparse_signal_note(tmp_path):
 
     rows = _rows([0.5] + [1.0] * 8 + [0.5], reward=0.05)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = load_config(None, {"output_dir": str(tmp_path)})
+    cfg = load_config("chain-sum", {"output_dir": str(tmp_path)})
     text = write_train_report(tmp_path, cfg, {}, {}, steps=10, train_seconds=1.0).read_text()
     assert "sparse learning signal: 8 of 10 logged steps" in text
     assert "no learning signal for 3 steps in a row (steps 2-4)" in text  # what the console said at step 4

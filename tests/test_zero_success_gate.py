@@ -188,10 +188,10 @@ def test_vade_prompt_selection_with_the_gate_is_refused_by_the_trainer_and_befor
     with pytest.raises(ValueError, match="map-style"):  # past the gate's check: the next one
         check(get_estimator("zero_success_gate", gate=False), selection="vade")
     with pytest.raises(ConfigError, match="^sampling.selection: 'vade' .* estimator 'zero_success_gate' trains on"):
-        load_config(None, {"estimator": "zero_success_gate", "sampling.selection": "vade"})
+        load_config("chain-sum", {"estimator": "zero_success_gate", "sampling.selection": "vade"})
     with pytest.raises(ConfigError, match="^sampling.drop: 'both' drops the all-wrong groups"):
-        load_config(None, {"estimator": "zero_success_gate", "sampling.dynamic": True})
-    assert load_config(None, {"estimator": "zero_success_gate", "sampling.dynamic": True,
+        load_config("chain-sum", {"estimator": "zero_success_gate", "sampling.dynamic": True})
+    assert load_config("chain-sum", {"estimator": "zero_success_gate", "sampling.dynamic": True,
                               "sampling.drop": "all_correct"}).sampling.drop == "all_correct"
 
 

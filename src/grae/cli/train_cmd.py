@@ -491,6 +491,8 @@ def _print_result(console, cfg, result) -> None:
         note = held.oracle_note()  # the trained model against the base with its wrong output mode removed
         if note:
             print_line(console, note)
+        for line in result.exact_lines:  # the gain per stratum against the base's temperature frontier
+            print_line(console, line)
     else:
         print_line(console, f"{summary}; held-out evaluation off (--eval.enabled false)")
     if result.report:

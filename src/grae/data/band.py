@@ -92,12 +92,30 @@ def write_band(path: str | Path, header: Mapping[str, Any], rows: Sequence[Mappi
     return Path(path)
 
 
+#: the band files grae ships (``grae/assets/bands``): ``task.train_subset`` names one by its file name without
+#: ``.jsonl.gz`` (``tiny-two-modes-band-train``: the two-modes base's in-range band, the embedded default's)
+SHIPPED_BANDS = Path(__file__).resolve().parent.parent / "assets" / "bands"
+
+
+def shipped_bands() -> list[str]:
+    """The names of the band files grae ships."""
+    return sorted(p.name.removesuffix(".jsonl.gz") for p in SHIPPED_BANDS.glob("*.jsonl.gz"))
+
+
+def band_file(path: str | Path) -> Path:
+    """The file ``task.train_subset`` names: a path, or where none is there, a shipped band's name."""
+    file = Path(path).expanduser()
+    shipped = SHIPPED_BANDS / f"{path}.jsonl.gz"
+    return shipped if not file.exists() and "/" not in str(path) and shipped.is_file() else file
+
+
 def read_band(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, rows)`` of a band file, plain or gzip-compressed (read by its magic bytes, whatever its name);
-    :class:`BandFileError` for a file that is not one."""
-    file = Path(path)
+    """``(header, rows)`` of a band file (a path or a shipped band's name: :func:`band_file`), plain or
+    gzip-compressed (read by its magic bytes, whatever its name); :class:`BandFileError` for a file that is not one."""
+    file = band_file(path)
     if not file.is_file():
-        raise BandFileError(f"task.train_subset: {str(path)!r} is not a file; write one with grae data band")
+        raise BandFileError(f"task.train_subset: {str(path)!r} is not a file or a shipped band "
+                            f"({', '.join(shipped_bands())}); write one with grae data band")
     try:
         data = file.read_bytes()
         if data[:2] == GZIP_MAGIC:

@@ -185,6 +185,20 @@ def base_diagnosis(labels: Sequence[bool], cut: Sequence[bool], readable: Sequen
             f"learning signal. Likely causes: {causes}; grae data band keeps the problems a base model can learn from")
 
 
+def exact_base_diagnosis(rates: Sequence[float], group_size: int) -> str | None:
+    """:func:`base_diagnosis` from a base's exact held-out p per problem (``rates``, no sampling): None unless fewer
+    than :data:`MIN_INFORMATIVE_GROUPS` of the groups of ``group_size`` are expected to disagree."""
+    share = expected_informative_share(rates, group_size)
+    if not rates or share >= MIN_INFORMATIVE_GROUPS:
+        return None
+    mean = sum(rates) / len(rates)
+    return (f"the base model's exact pass@1 before training is {mean:.2%} on {len(rates)} held-out problems; at each "
+            f"problem's p a group of {group_size} samples has both a right and a wrong completion with probability "
+            f"1 − p^{group_size} − (1 − p)^{group_size}, {share:.1%} on average (below {MIN_INFORMATIVE_GROUPS:.0%}), "
+            "so almost every step would have no learning signal; grae data band keeps the problems a base model can "
+            "learn from")
+
+
 class NoSignalWatch(TrainerCallback):
     """Says the first logged step of a streak without learning signal on the console at once (the progress line
     marks the others), and after ``streak_steps`` such steps in a row one warning with :func:`likely_causes`

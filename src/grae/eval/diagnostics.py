@@ -67,10 +67,11 @@ def train_pass1(metrics: Sequence[Mapping[str, Any]], tail: float = 0.1) -> floa
 
 
 def heldout_pass1(rows: Iterable[Mapping[str, Any]]) -> float:
-    """Held-out pass@1: the mean over problems of each problem's share of correct samples."""
-    per_problem: dict[str, list[int]] = {}
+    """Held-out pass@1: the mean over problems of each problem's share of correct samples (an exact row's p)."""
+    per_problem: dict[str, list[float]] = {}
     for row in rows:
-        per_problem.setdefault(str(row["question_id"]), []).append(bool(row["label"]))
+        per_problem.setdefault(str(row["question_id"]), []).append(
+            float(row["p"]) if row.get("exact") else float(bool(row["label"])))
     if not per_problem:
         return float("nan")
     return float(np.mean([np.mean(v) for v in per_problem.values()]))

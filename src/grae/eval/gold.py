@@ -95,9 +95,19 @@ def gold_prob_parts(model, tokenizer, examples: Sequence[dict[str, Any]], task: 
     """``[P, J]``: the teacher-forced probability of each example's gold completions + EOS, in the order of
     :func:`gold_completions` (J the most any example has; 0 past an example's own). For ``chain_trace`` with
     ``strategies="two"`` column 0 is the ``L`` trace and column 1 the ``G`` trace. Arguments as :func:`gold_probs`."""
+    return gold_prob_parts_at(model, tokenizer, examples, task, [temperature], top_p=top_p, max_tokens=max_tokens,
+                              batch=batch, render=render)[float(temperature)]
+
+
+def gold_prob_parts_at(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any,
+                       temperatures: Sequence[float], *, top_p: float = 1.0, max_tokens: int | None = None,
+                       batch: int = GOLD_BATCH, render: Callable[[Any], str] | None = None) -> dict[float, np.ndarray]:
+    """Temperature → :func:`gold_prob_parts` at it, for every temperature from one forward pass per batch (the
+    logits do not depend on the temperature; each temperature's distribution is read from them)."""
     check_gold_task(task)
-    if not temperature > 0:
-        raise GoldExactError(f"temperature must be > 0 (greedy decoding has no sampling distribution), got {temperature}")
+    bad = [t for t in temperatures if not t > 0]
+    if bad:
+        raise GoldExactError(f"temperature must be > 0 (greedy decoding has no sampling distribution), got {bad[0]}")
     golds = gold_completions(task, examples)
     from .backends import _render_with
 
@@ -109,20 +119,25 @@ def gold_prob_parts(model, tokenizer, examples: Sequence[dict[str, Any]], task: 
     model.eval()
     try:
         logp = [_batch_logp(model, tokenizer, prompts[start:start + batch], completions[start:start + batch],
-                            temperature, top_p, max_tokens)
-                for start in range(0, len(completions), batch)]
+                            temperatures, top_p, max_tokens)
+                for start in range(0, len(completions), batch)]  # [B, len(temperatures)] each
     finally:
         model.train(was_training)
-    out = np.zeros((len(examples), max((len(c) for c in golds), default=0)))
-    if cells:
-        rows, cols = zip(*cells)
-        out[list(rows), list(cols)] = np.exp(np.concatenate(logp))
+    width = max((len(c) for c in golds), default=0)
+    out = {}
+    for t_index, temperature in enumerate(temperatures):
+        parts = np.zeros((len(examples), width))  # [P, J]
+        if cells:
+            rows, cols = zip(*cells)
+            parts[list(rows), list(cols)] = np.exp(np.concatenate([chunk[:, t_index] for chunk in logp]))
+        out[float(temperature)] = parts
     return out
 
 
-def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], temperature: float, top_p: float,
-                max_tokens: int | None) -> np.ndarray:
-    """``[B]`` summed log-probabilities of each completion + EOS after its prompt (one right-padded forward)."""
+def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], temperatures: Sequence[float],
+                top_p: float, max_tokens: int | None) -> np.ndarray:
+    """``[B, len(temperatures)]`` summed log-probabilities of each completion + EOS after its prompt at each
+    temperature (one right-padded forward)."""
     import torch
 
     from .backends import NonFiniteLogitsError, _starts_with_special
@@ -141,15 +156,17 @@ def _batch_logp(model, tokenizer, prompts: list[str], completions: list[str], te
         attention[i, :len(p) + len(c)] = 1
     with torch.no_grad():
         logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
-    out = np.empty(len(pairs))
+    out = np.empty((len(pairs), len(temperatures)))
     for i, (p, c) in enumerate(pairs):
         if max_tokens is not None and len(c) > max_tokens:
             out[i] = -np.inf
             continue
         positions = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=device)
-        logp = nucleus_logprobs(logits[i, positions], temperature, top_p)  # [len(c), V]
-        total = float(logp.gather(-1, torch.tensor(c, device=device)[:, None]).sum())
-        if np.isnan(total):
-            raise NonFiniteLogitsError("teacher-forcing the gold completions")
-        out[i] = total
+        targets = torch.tensor(c, device=device)[:, None]
+        for t_index, temperature in enumerate(temperatures):
+            logp = nucleus_logprobs(logits[i, positions], temperature, top_p)  # [len(c), V]
+            total = float(logp.gather(-1, targets).sum())
+            if np.isnan(total):
+                raise NonFiniteLogitsError("teacher-forcing the gold completions")
+            out[i, t_index] = total
     return out

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from grae.eval.frontier_distance import FrontierDistance, frontier_distance
-from grae.eval.gold import gold_probs
+from grae.eval.gold import gold_prob_parts_at
 from grae.eval.stats import EXACT_K_MAX, ProblemCounts, per_problem_passk
 
 #: the default temperature grid: 0.2, 0.3, …, 1.2
@@ -137,9 +137,11 @@ def _per_seed(value: Any, question_ids: Sequence[str] | None) -> dict[int, Probl
 def base_temperature_p(model, tokenizer, examples: Sequence[dict[str, Any]], task: Any,
                        temperatures: Sequence[float] = TEMPERATURES, *, top_p: float = 1.0,
                        max_tokens: int | None = None) -> dict[float, np.ndarray]:
-    """The base's exact p per problem at each temperature (:func:`grae.eval.gold.gold_probs`)."""
-    return {float(t): gold_probs(model, tokenizer, examples, task, temperature=float(t), top_p=top_p,
-                                 max_tokens=max_tokens) for t in temperatures}
+    """The base's exact p per problem at each temperature (:func:`grae.eval.gold.gold_probs`, every temperature
+    from one forward pass: :func:`grae.eval.gold.gold_prob_parts_at`)."""
+    parts = gold_prob_parts_at(model, tokenizer, examples, task, [float(t) for t in temperatures], top_p=top_p,
+                               max_tokens=max_tokens)
+    return {t: p.sum(axis=1) for t, p in parts.items()}
 
 
 def temperature_record(question_ids: Sequence[str], p: Mapping[float, Any],

@@ -107,3 +107,17 @@ def _cuda_bf16() -> bool:
     """Whether a CUDA GPU that supports bf16 is there (TRL's default precision on one)."""
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
+
+def heldout_task(cfg: Any, task: Any) -> Any:
+    """The task the held-out problems come from: ``task`` itself, or with ``eval.heldout_params`` the task built with
+    them laid over ``task.params`` (no band file: a band restricts training only). :class:`ConfigError` naming
+    ``eval.heldout_params`` for parameters the task refuses."""
+    from grae.data import get_task  # heavy: grae.data loads reasoning-gym
+
+    if not cfg.eval.heldout_params:
+        return task
+    params = {**cfg.task.params, **cfg.eval.heldout_params}
+    try:
+        return get_task(cfg.task.name, **params)
+    except (KeyError, TypeError, ValueError, AssertionError) as err:
+        raise ConfigError(f"eval.heldout_params: {err.args[0] if err.args else err} (held-out task.params: {params})") from None

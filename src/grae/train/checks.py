@@ -17,7 +17,7 @@ from grae.advantage import get_estimator, with_reward_correction
 from grae.eval.backends import MAX_TEMPERATURE, MIN_TEMPERATURE, MIN_TOP_P
 from grae.eval.identity import looks_like_missing_path
 from grae.loss import AGG_MODES
-from grae.train.build import grpo_config, lora_config, resolve_rewards, reward_specs
+from grae.train.build import grpo_config, heldout_task, lora_config, resolve_rewards, reward_specs
 from grae.train.errors import ConfigError
 from grae.train.model_defaults import fit_sizes
 from grae.train.sections import TrainConfig
@@ -36,6 +36,8 @@ class Built:
     estimator: Any = None
     task: Any = None
     args: Any = None
+    #: the held-out problems' task where ``eval.heldout_params`` gives one (:func:`check_exact_eval`)
+    heldout_task: Any = None
 
 
 def check_estimator(cfg: TrainConfig, built: Built) -> None:
@@ -215,6 +217,27 @@ def check_eval(cfg: TrainConfig, built: Built) -> None:
         raise ConfigError(f"eval.oracle_max_seconds: must be >= 0 (null: no limit), got {e.oracle_max_seconds}")
 
 
+def check_exact_eval(cfg: TrainConfig, built: Built) -> None:
+    """``eval.exact``, ``eval.heldout_params`` and ``eval.temperatures``: exact p needs a task with a finite answer set
+    or one gold completion (:func:`grae.eval.exact.exact_by`) and temperatures a sampler takes; held-out parameters the
+    task accepts (the held-out task is built here, as the run builds it)."""
+    from grae.eval.exact import ExactError, exact_by
+
+    e = cfg.eval
+    if e.heldout_params:
+        built.heldout_task = heldout_task(cfg, built.task)
+    if not (e.enabled and e.exact):
+        return
+    try:
+        exact_by(built.heldout_task or built.task)
+    except ExactError as err:
+        raise ConfigError(f"eval.exact: {err}; set eval.exact false to sample eval.n completions per problem") from None
+    bad = [t for t in e.temperatures if not MIN_TEMPERATURE <= t <= MAX_TEMPERATURE]
+    if not e.temperatures or bad:
+        raise ConfigError(f"eval.temperatures: the base's temperature frontier needs temperatures in "
+                          f"[{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}], got {e.temperatures}")
+
+
 def check_output_dir(cfg: TrainConfig, built: Built) -> None:
     """``output_dir``: not empty, as every file of the run goes under it."""
     if not str(cfg.output_dir).strip():
@@ -324,8 +347,8 @@ def check_dynamic_sampling(cfg: TrainConfig, built: Built) -> None:
 CHECKS: tuple[Callable[[TrainConfig, Built], None], ...] = (
     check_estimator, check_loss, check_reward_timeout, check_cov_loss, check_sampling, check_answer_reward,
     check_reference_model, check_peft, check_steps, check_seeds, check_task, check_task_training, check_eval,
-    check_output_dir, check_model, check_trl_section, check_rewards, check_generation, check_grpo_config,
-    check_generation_batch, check_reward_aggregation, check_dynamic_sampling,
+    check_exact_eval, check_output_dir, check_model, check_trl_section, check_rewards, check_generation,
+    check_grpo_config, check_generation_batch, check_reward_aggregation, check_dynamic_sampling,
 )
 
 

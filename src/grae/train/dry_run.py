@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grae.train.build import heldout_task
 from grae.train.config import TrainConfig, grpo_config, reward_specs
 from grae.train.trl_recipe import check_model_init_kwargs
 
@@ -51,8 +52,8 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
     tokenizer = _tokenizer(cfg, task)
     golds, stops = _gold_lines(cfg, task, tokenizer)
     context, too_long = _context_lines(cfg, task, tokenizer)
-    heldout = (f"{e.num_problems} problems x n = {e.n}, {e.max_tokens} tokens, before and after{_oracle_part(cfg, task)}"
-               if e.enabled else "off")
+    heldout = (f"{e.num_problems} problems{_heldout_params(cfg)}, {_heldout_kind(cfg)}, {e.max_tokens} tokens, before "
+               f"and after{_oracle_part(cfg, task)}" if e.enabled else "off")
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
                           f"{'' if chosen else ' (grae default; --estimator grpo trains TRL GRPO advantages)'}"),
             ("model", f"{cfg.model} (from_pretrained: {how})"),
@@ -147,7 +148,7 @@ def _context_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tu
         return context_lines(None, why), []
     try:  # the examples the run trains and evaluates on
         train = task.train(cfg.task.train_size, seed=cfg.seed)
-        heldout = task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+        heldout = heldout_task(cfg, task).heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     except (ValueError, RuntimeError) as err:
         return context_lines(None, f"task: {err.args[0] if err.args else err}"), []
     why = unmeasured([*train, *heldout], tokenizer, config)
@@ -201,3 +202,20 @@ def _origin(func: Any) -> str:
     if module.startswith("trl.rewards"):
         module = "trl.rewards"
     return f"{module}.{getattr(func, '__name__', type(inner).__name__)}"
+
+
+def _heldout_params(cfg: TrainConfig) -> str:
+    """`` (task.params + {totals: any, …})``: the held-out task's own parameters, where ``eval.heldout_params``
+    gives them."""
+    given = cfg.eval.heldout_params
+    return f" (task.params + {params_of(given)})" if given else ""
+
+
+def _heldout_kind(cfg: TrainConfig) -> str:
+    """How held-out pass@k is measured: sampled, or exact with the base's temperature frontier."""
+    e = cfg.eval
+    if not e.exact:
+        return f"n = {e.n} samples each"
+    grid = f"{min(e.temperatures):g}-{max(e.temperatures):g}"
+    return (f"exact pass@k for k <= {e.n} (teacher-forced gold completions) against the base's temperature frontier "
+            f"(T = {grid}, {len(e.temperatures)} temperatures)")

@@ -1,9 +1,10 @@
 """Defaults that fit the model and the data.
 
-The embedded default (``configs/default.yaml``: 500 steps at learning rate 2e-5, completions and held-out
-answers of at most 8 tokens, 200 held-out problems × 64 samples) is the shipped tiny model's. It is the base
-of a run (the first layer of :mod:`grae.train.resolve`) only when the model is a tiny one (:func:`is_tiny`: a
-shipped one, none named, or a local directory named ``tiny…``). Any other model starts from grae's dataclass
+The tiny base (``configs/chain-sum.yaml``: the tiny model on chain sums, 500 steps at learning rate 2e-5,
+completions and held-out answers of at most 8 tokens, 200 held-out problems × 64 samples) is the base of a run
+(the first layer of :mod:`grae.train.resolve`) when the model is a tiny one (:func:`is_tiny`: a shipped one, none
+named, or a local directory named ``tiny…``); the embedded default (``configs/default.yaml``, the two-modes
+testbed) lays its own recipe on it. Any other model starts from grae's dataclass
 defaults and TRL's own ``GRPOConfig`` defaults (learning rate 1e-6, 256 completion tokens), with these for a
 pretrained model: :data:`PRETRAINED_EVAL` sizes the held-out evaluation and :data:`PRETRAINED_TASK` is the task
 (the smollm2 recipe's chain sums in chat form) until a layer names another; held-out answers get the

@@ -131,7 +131,9 @@ def signal_notes(cfg: TrainConfig, rows: list[dict], base_note: str | None = Non
 
 
 def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], after: dict[int, float], *,
-                       steps: int, train_seconds: float, base_note: str | None = None) -> Path:
+                       steps: int, train_seconds: float, base_note: str | None = None, exact=None) -> Path:
+    """``report.md`` with ``training.png`` and ``passk.png``; ``exact`` (:class:`grae.train.exact_eval.ExactReport`)
+    opens it with the gain per held-out stratum against the base's temperature frontier, drawn in passk.png."""
     from grae.eval import plot_passk_curves
 
     rows = read_metrics(out / METRICS_FILE) if (out / METRICS_FILE).exists() else []
@@ -148,7 +150,11 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
             curves[ORACLE] = {k: e.value for k, e in held.rows[ORACLE].items()}
         bands = {label: {k: (e.lo, e.hi) for k, e in held.rows[row].items() if e.lo == e.lo}
                  for label, row in zip(curves, ("base", "trained", ORACLE)) if row in held.rows}
-        plot_passk_curves(curves, out / "passk.png", f"held-out pass@k, {run_title(out, cfg)}",
+        title = f"held-out pass@k, {run_title(out, cfg)}"
+        if exact is not None:  # one stratum's base, trained model and the base's temperature frontier
+            where, curves, bands = exact_curves(exact.report, cfg.estimator)
+            title = f"held-out pass@k ({where}), {run_title(out, cfg)}"
+        plot_passk_curves(curves, out / "passk.png", title,
                           intervals={label: band for label, band in bands.items() if band})
     trl = cfg.trl
     completions = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1)
@@ -158,11 +164,15 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
         f"- model: `{cfg.model}`; estimator: `{cfg.estimator}` {cfg.estimator_params or ''}",
         f"- budget: {steps} steps, {train_seconds:.0f} s training wall time{machine_note(out)}, "
         f"{completions} completions/step (G = {trl.get('num_generations', 8)}), seed {cfg.seed}",
-        (f"- held-out: {cfg.eval.num_problems} problems × n = {cfg.eval.n} samples, T = {cfg.eval.temperature}"
+        (f"- held-out: {cfg.eval.num_problems} problems, exact pass@k (teacher-forced gold completions) for k ≤ "
+         f"{cfg.eval.n}, T = {cfg.eval.temperature}" if cfg.eval.enabled and cfg.eval.exact else
+         f"- held-out: {cfg.eval.num_problems} problems × n = {cfg.eval.n} samples, T = {cfg.eval.temperature}"
          if cfg.eval.enabled else f"- held-out: not evaluated (eval.enabled: false); `grae eval {out}` evaluates the "
                                   "trained model on the run's held-out problems"),
         "",
     ]
+    if exact is not None:
+        lines += ["## What the training gained", "", exact.markdown, ""]
     if curves and held is not None:
         first, last = min(before), max(before)
         lines += ["## Held-out pass@k (%)", "", markdown(held), "",
@@ -182,11 +192,28 @@ def write_train_report(out: Path, cfg: TrainConfig, before: dict[int, float], af
         lines += [f"| {key} | {mean(key, head):.4g} | {mean(key, tail):.4g} |" for key in TABLE_KEYS
                   if any(r.get(key) is not None for r in rows)]
         lines += ["", "![training](training.png)", ""]
-    lines += memorisation_lines(out, cfg, rows)
+    if not cfg.eval.exact:  # exact rows hold no sampled answers to compare with the training answers
+        lines += memorisation_lines(out, cfg, rows)
     lines += [f"Reproduce: `grae train {out / 'config.yaml'}` (the resolved config of this run).", ""]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines))
     return path
+
+
+def exact_curves(report, estimator: str) -> tuple[str, dict[str, dict[int, float]], dict[str, dict]]:
+    """passk.png's lines for an exact run: on the main stratum where the report has one (in range on the two-modes
+    testbed), else on every held-out problem, the base, the trained model (with their intervals) and the base's
+    temperature frontier F at the trained model's pass@1. Returns (the stratum's name, curves, intervals)."""
+    from grae.train.exact_heldout import ALL
+    from grae.train.exact_heldout_text import MAIN, stratum_name
+
+    s = report.strata.get(MAIN) or report.strata[ALL]
+    curves = {"base": {k: e.value for k, e in s.base.items()},
+              f"after {estimator}": {k: e.value for k, e in s.trained.items()},
+              f"base's temperature frontier (best T = {s.best.temperature:g})": dict(s.frontier)}
+    bands = {label: {k: (e.lo, e.hi) for k, e in rows.items() if e.lo == e.lo}
+             for label, rows in zip(curves, (s.base, s.trained))}
+    return stratum_name(s.name), curves, bands
 
 
 def completion_cap(cfg: TrainConfig) -> int | None:

@@ -10,13 +10,15 @@ keys are the same assignments whether they come as ``--trl.x`` flags, as a YAML 
 or flat. The layers are then laid one on another by :func:`apply_layer`, whatever their source:
 
 1. **model defaults** (:func:`model_defaults`): the run's model — the one the flags name, else the file,
-   else the tiny model — picks the base. A tiny model's is the embedded default (``configs/default.yaml``);
-   any other model's is grae's dataclass defaults and TRL's own, with
+   else the tiny model — picks the base. A tiny model's is the tiny base (``configs/chain-sum.yaml``: the tiny
+   model on chain sums); any other model's is grae's dataclass defaults and TRL's own, with
    :data:`~grae.train.model_defaults.PRETRAINED_TASK` and :data:`~grae.train.model_defaults.PRETRAINED_EVAL`.
 2. **preset recipe**: a preset with a recipe of its own (``smollm2``, ``tiny-vlm``:
    :data:`grae.presets.PRESET_RECIPES`) lays it on top, however the preset was named (a flag, a YAML key,
    ``model_name_or_path``).
-3. **file**: the CONFIG file (a path or a packaged recipe name).
+3. **file**: the CONFIG file (a path or a packaged recipe name); without one, the embedded default
+   (``configs/default.yaml``, the two-modes testbed) unless the flags name a model or a task
+   (:func:`runs_default_recipe`): ``grae train --task.name gcd`` is the tiny base on gcd.
 4. **flags**: the ``--key value`` overrides.
 5. **validation**: :func:`derived_defaults` (``eval.max_tokens``, where no layer gives it, is the training's
    token budget ``trl.max_completion_length``), then the dataclasses and every check
@@ -27,7 +29,7 @@ names the task (``task.name``) starts ``task.params`` from ``{}``, and one that 
 ``estimator_params`` from ``{}``: parameters written for another task or estimator never carry over (a default's
 or a preset's, silently; the user's own, with a note naming the keys dropped: :attr:`Resolution.notes`). The command
 line restating the task or estimator the layers below name (``--task.name gcd`` over a file that trains gcd, or over
-the embedded default's chain_sum) keeps its parameters; a CONFIG file naming the task starts them anew over the
+the tiny base's chain_sum) keeps its parameters; a CONFIG file naming the task starts them anew over the
 defaults (a file is a whole recipe).
 :func:`resolved_lines` prints every resolved key (``grae train --dry-run``), so two runs can be diffed.
 """
@@ -46,6 +48,10 @@ from grae.train.trl_values import trl_fields
 
 #: the pipeline's layers, in order (the dry run and the docs name them)
 LAYERS = ("model defaults", "preset recipe", "file", "flags")
+#: the packaged recipe ``grae train`` runs without a CONFIG (``configs/default.yaml``: the embedded default)
+DEFAULT_RECIPE = "default"
+#: the packaged recipe every tiny model's run starts from (layer 1): the tiny model on chain sums
+TINY_BASE = "chain-sum"
 
 
 @dataclasses.dataclass
@@ -71,6 +77,8 @@ def resolve(source: str | Path | None, overrides: dict[str, Any] | None, grae_ke
     flags = assignments(_underscored(overrides or {}), "command line", grae_keys)
     file_layer: dict[str, Any] = {}
     where = ""
+    if source is None and runs_default_recipe(flags):
+        source = DEFAULT_RECIPE
     if source is not None:
         path = resolve_config_path(source)
         where = str(path)
@@ -98,13 +106,21 @@ def resolve(source: str | Path | None, overrides: dict[str, Any] | None, grae_ke
     return Resolution(layers, raw, explicit, tuple(notes))
 
 
+def runs_default_recipe(flags: dict[str, Any]) -> bool:
+    """Whether a run without a CONFIG is the embedded default's: its flags name no model and no task. A run that
+    names one is not that recipe (its band file, held-out strata and exact evaluation are the testbed's) and starts
+    from its model's defaults, as a CONFIG file naming that model would (``grae train`` is the testbed's recipe;
+    ``--model tiny-two-modes`` alone is that model on the tiny base's task)."""
+    return "model" not in flags and "task.name" not in flags
+
+
 def model_defaults(model: Any, grae_keys: frozenset[str]) -> dict[str, Any]:
-    """Layer 1: the base of a run of ``model``: the embedded default's assignments for a tiny model
+    """Layer 1: the base of a run of ``model``: the tiny base's assignments for a tiny model
     (:func:`grae.train.model_defaults.is_tiny`), the pretrained defaults for any other."""
     from grae.train.model_defaults import PRETRAINED_EVAL, PRETRAINED_TASK, is_tiny
 
     if is_tiny(model):
-        return assignments(read_yaml(resolve_config_path(None)), "the embedded default", grae_keys)
+        return assignments(read_yaml(resolve_config_path(TINY_BASE)), "the tiny base", grae_keys)
     return {**_leaves("task", copy.deepcopy(PRETRAINED_TASK)), **_leaves("eval", dict(PRETRAINED_EVAL))}
 
 

@@ -56,6 +56,7 @@ from grae.eval.runner import discard_rows, evaluate_exact, stale_reason
 from grae.io import atomic_write_json
 from grae.printing import line_printer
 from grae.supervision import beacon
+from grae.train.build import heldout_task
 from grae.train.checkpoints import latest_complete_checkpoint
 from grae.train.config import (
     ConfigError,
@@ -69,6 +70,7 @@ from grae.train.config import (
 from grae.train.context_check import context_problems, measure_context, unmeasured
 from grae.train.disk import share_identical_files
 from grae.train.errors import BaseWithoutSignal, TrainingWithoutSignal
+from grae.train.exact_eval import exact_report, write_base_temperatures, write_parts
 from grae.train.faults import DiskFullError, disk_full_is_resumable
 from grae.train.model_defaults import fit_sizes
 from grae.train.oracle import ORACLE_FILE, base_oracle
@@ -104,6 +106,8 @@ class RunResult:
     main: bool = True
     #: bytes of final/ stored once, as hard links to the last checkpoint's identical files (grae.train.disk)
     shared_bytes: int = 0
+    #: the exact held-out report's console lines (``eval.exact``: the sentence, then each stratum; [] otherwise)
+    exact_lines: list[str] = field(default_factory=list)
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False, console=None,
@@ -185,7 +189,8 @@ class TrainRecipe:
         self.fitted = fit_sizes(cfg, self.task)
         try:
             self.train_examples = self.task.train(cfg.task.train_size, seed=cfg.seed)
-            self.heldout = self.task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+            self.heldout_task = heldout_task(cfg, self.task)  # with eval.heldout_params, the held-out problems' own
+            self.heldout = self.heldout_task.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
         except (ValueError, RuntimeError) as err:  # RuntimeError: a hub dataset that cannot be read (grae.data.hub)
             raise ConfigError(f"task: {err.args[0] if err.args else err}") from None
         self.reward_funcs = resolve_rewards(cfg, self.task)
@@ -256,7 +261,7 @@ class TrainRecipe:
             exact_path = self.out / "eval" / ORACLE_FILE
             with disk_full_is_resumable(f"writing the base's exact rows into {exact_path}", exact_path, self._newest), \
                     _progress_bar(self._bar_console(), "held-out base, exact") as bar:
-                base_oracle(self.cfg, self.model, self.processing, self.heldout, self.task, self.out, self.log,
+                base_oracle(self.cfg, self.model, self.processing, self.heldout, self.heldout_task, self.out, self.log,
                             self.base_identity, progress=bar)
         wait_for_everyone(self.args)
 
@@ -268,8 +273,21 @@ class TrainRecipe:
         path = self.out / "eval" / f"{which}.jsonl"
         with disk_full_is_resumable(f"writing held-out samples into {path}", path, self._newest), \
                 _progress_bar(self._bar_console(), f"held-out {which}") as bar:
-            return evaluate_heldout(self.cfg, weights, self.processing, self.heldout, self.task, path, self.log,
-                                    identity=identity(), progress=bar)
+            curve = evaluate_heldout(self.cfg, weights, self.processing, self.heldout, self.heldout_task, path,
+                                     self.log, identity=identity(), progress=bar, exact=self.cfg.eval.exact)
+        if self.cfg.eval.exact:
+            self._exact_extras(which, weights, identity())
+        return curve
+
+    def _exact_extras(self, which: str, weights, identity: str) -> None:
+        """Beside exact rows (:mod:`grae.train.exact_eval`): the base's temperature frontier (before training) and
+        each strategy's mass (before and after)."""
+        path = self.out / "eval"
+        with disk_full_is_resumable(f"writing the exact evaluation's records into {path}", path, self._newest):
+            if which == "before":
+                write_base_temperatures(self.cfg, weights, self.processing, self.heldout, self.heldout_task, self.out,
+                                        identity, self.log)
+            write_parts(which, self.cfg, weights, self.processing, self.heldout, self.heldout_task, self.out, identity)
 
     def _bar_console(self):
         """Where progress bars draw: the console, None with ``progress`` off."""
@@ -426,21 +444,24 @@ class TrainRecipe:
     # -- the end ----------------------------------------------------------------------------------------------------
 
     def finish(self) -> RunResult:
-        """``eval/summary.json`` (pass@k before and after, steps, time, device, load, completions, estimator), the
-        report (``cfg.report``) and the :class:`RunResult`."""
+        """``eval/summary.json`` (pass@k before and after, steps, time, device, load, completions, estimator; with
+        ``eval.exact`` the exact report's sentence and Δ_F per stratum), the report (``cfg.report``) and the
+        :class:`RunResult`."""
+        exact = exact_report(self.out, self.cfg, self.heldout_task, self.heldout) if self.cfg.eval.exact else None
         summary = {"before": self.before, "after": self.after, "steps": self.steps, "train_seconds": self.train_seconds,
                    "device": device_label(self.trainer.args), "load": load_label(),
                    "generated_completions": self.trainer.grae_generated_completions,
-                   "estimator": self.cfg.estimator, "estimator_params": self.cfg.estimator_params}
+                   "estimator": self.cfg.estimator, "estimator_params": self.cfg.estimator_params,
+                   **({"exact": exact.summary()} if exact else {})}
         atomic_write_json(self.out / "eval" / "summary.json",
-                          {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
+                          {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) and k != "exact" else v)
                            for k, v in summary.items()})
         report = None
         if self.cfg.report:
             report = write_train_report(self.out, self.cfg, self.before, self.after, steps=self.steps,
-                                        train_seconds=self.train_seconds, base_note=self.base_note)
+                                        train_seconds=self.train_seconds, base_note=self.base_note, exact=exact)
         return RunResult(self.out, self.steps, self.train_seconds, self.before, self.after, report,
-                         shared_bytes=self.shared)
+                         shared_bytes=self.shared, exact_lines=exact.lines if exact else [])
 
 
 def _context_problem(cfg: TrainConfig, task, train_examples: list[dict], heldout: list[dict], processing,
@@ -461,13 +482,17 @@ def base_without_signal(cfg: TrainConfig, path: Path, heldout: list[dict], proce
     from its held-out rows in ``path``, or None. A completion counts as cut when it re-encodes to at least
     ``eval.max_tokens`` tokens (re-encoding merges tokens at most, so a cut is never overcounted) and as unreadable
     when the verifier reads no answer in it; each problem's success rate is read from its rows, for the groups of
-    ``group_size`` (the training's ``num_generations``). Only where the task's verifier is a reward
+    ``group_size`` (the training's ``num_generations``); exact rows (``eval.exact``) give each problem's p
+    (:func:`~grae.engines.learning_signal.exact_base_diagnosis`). Only where the task's verifier is a reward
     (``reward_funcs``)."""
-    from grae.engines.learning_signal import base_diagnosis  # heavy
+    from grae.engines.learning_signal import base_diagnosis, exact_base_diagnosis  # heavy
 
     if "task" not in reward_specs(cfg):
         return None
     ids = {str(example["question_id"]) for example in heldout}
+    if cfg.eval.exact:  # each problem's p, not samples
+        rates = [float(row["p"]) for row in iter_rows(path) if str(row.get("question_id")) in ids and row.get("exact")]
+        return exact_base_diagnosis(rates, group_size or 8)
     rows = [row for row in iter_rows(path) if str(row.get("question_id")) in ids
             and isinstance(row.get("generation_id"), int) and row["generation_id"] < cfg.eval.n]
     tokenizer = getattr(processing, "tokenizer", processing)

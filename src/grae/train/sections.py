@@ -69,6 +69,21 @@ class EvalConfig:
     #: skip the format-only oracle, said in one line, when the base's exact evaluation is estimated (after its
     #: first candidates) at more than this many seconds; null: no limit
     oracle_max_seconds: float | None = 300.0
+    #: exact pass@k instead of sampling (grae.eval.runner.evaluate_exact, as ``grae eval --exact``): each problem's
+    #: p is teacher-forced (the gold completion of a one-gold task such as chain_trace, or the answer set of a
+    #: finite-answer task), n is the largest k reported, and there is no sampling noise. With it the base's exact
+    #: p at each of eval.temperatures is computed once before training (eval/temperatures.json, the base's
+    #: temperature frontier) and each gold strategy's mass before and after (eval/before.parts.json,
+    #: after.parts.json); report.md and the console open with the gain per held-out stratum against that frontier
+    #: (grae.train.exact_heldout)
+    exact: bool = False
+    #: task parameters of the held-out problems, laid over task.params (the training's), e.g. {totals: any,
+    #: heldout_strata: [totals]} to hold out in-range and excursion chains and report each stratum; {}: the
+    #: training task's own held-out split
+    heldout_params: dict[str, Any] = field(default_factory=dict)
+    #: the grid of the base's temperature frontier (exact only): the base's pass@k at each, the best pass@1 among
+    #: them the bar a trained model's gain is measured against (grae.eval.temperature_frontier)
+    temperatures: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(1, 13)])
 
 
 @dataclass
