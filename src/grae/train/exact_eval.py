@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from grae.io import atomic_write_json
-from grae.train.exact_heldout import PARTS_FILES, TEMPERATURES_FILE, ExactHeldout, exact_heldout, parts_record, read_exact_inputs
+from grae.metrics import powers_of_two
+from grae.train.exact_heldout import (
+    DELTA_KS,
+    PARTS_FILES,
+    TEMPERATURES_FILE,
+    ExactHeldout,
+    exact_heldout,
+    parts_record,
+    read_exact_inputs,
+)
 
 
 @dataclass
@@ -80,8 +89,8 @@ def write_base_temperatures(cfg: Any, model, processing, heldout: list[dict], ta
 
 
 def has_strategies(task: Any) -> bool:
-    """Whether the task's gold completions are solution strategies whose mass is worth reporting one by one: more
-    than one gold completion per problem (chain_trace with ``strategies: two``)."""
+    """Whether the task's gold completions are solution strategies whose mass is worth reporting one by one
+    (chain_trace with ``strategies: two``: the L and the G trace)."""
     return getattr(task, "strategies", None) == "two"
 
 
@@ -115,13 +124,8 @@ def exact_report(out: Path, cfg: Any, task: Any, heldout: list[dict]) -> ExactRe
     inputs = read_exact_inputs(out)
     if inputs is None:
         return None
-    report = exact_heldout(inputs, stratum_labels(task, heldout), ks=[k for k in _ks(cfg.eval.n)],
-                           delta_ks=[k for k in (1, 64, 256) if k <= cfg.eval.n], seed=cfg.eval.seed)
+    report = exact_heldout(inputs, stratum_labels(task, heldout), ks=list(powers_of_two(cfg.eval.n)),
+                           delta_ks=[k for k in DELTA_KS if k <= cfg.eval.n], seed=cfg.eval.seed)
     sentence = gain_sentence(report, cfg.estimator)
     return ExactReport(report, sentence, markdown(report, sentence), console_lines(report, sentence))
 
-
-def _ks(n: int) -> list[int]:
-    from grae.metrics import powers_of_two
-
-    return list(powers_of_two(n))
