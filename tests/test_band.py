@@ -193,6 +193,28 @@ def test_the_band_task_trains_on_the_band_alone_with_the_tasks_own_examples_and_
         band.train(len(rows) + 1)
 
 
+def test_a_generator_pool_is_drawn_once_per_process_and_every_band_task_gets_its_own_copies(band_file, monkeypatch):
+    from grae.data import get_task
+    from grae.data.band import _POOLS, POOL_CACHE, BandTask
+    from grae.data.procedural import ReasoningGymTask
+
+    path, _, rows = band_file
+    _POOLS.clear()
+    draws = []
+    train = ReasoningGymTask.train
+    monkeypatch.setattr(ReasoningGymTask, "train", lambda self, n, seed=0: draws.append(n) or train(self, n, seed))
+    first, second = (BandTask(get_task(TASK, **PARAMS), path, TASK, PARAMS) for _ in range(2))
+    assert draws == [40] and first.examples == second.examples
+    first.examples[0]["answer"] = "changed"
+    assert second.examples[0]["answer"] == rows[0]["answer"]
+    assert BandTask(get_task(TASK, **PARAMS), path, TASK, PARAMS).examples[0]["answer"] == rows[0]["answer"]
+    _POOLS.clear()
+    for n in range(POOL_CACHE):  # a full cache: a new pool pushes the oldest out, the cache stays bounded
+        _POOLS[("other", n)] = {}
+    BandTask(get_task(TASK, **PARAMS), path, TASK, PARAMS)
+    assert draws == [40, 40] and len(_POOLS) == POOL_CACHE and ("other", 0) not in _POOLS
+
+
 @pytest.mark.parametrize("override,field", [
     ({"task.params": {**PARAMS, "max_digits": 1}}, "task.params.max_digits: .* was scored with 2, this run has 1"),
     # a flag's task.params merges key by key into the base's (grae.train.resolve), the task restated or not

@@ -136,6 +136,24 @@ def test_collapse_ratio_by_hand():
     assert summary["arm"]["seeds"] == 3 and "grpo" not in summary
 
 
+def test_the_collapse_table_counts_the_steps_a_gated_estimator_acted():
+    results = table()
+    _, plain = collapse_lines(results)
+    assert "acted" not in plain["arm"]
+    gates = [[0, 0, 1, 1], [0, 0, 0, 0], [1, 0, 0, 0]]
+    for s, gate in zip(SEEDS, gates):
+        results.jobs["arm"][s].metrics["avspo/active"] = gate
+    lines, summary = collapse_lines(results)
+    assert (summary["arm"]["acted"], summary["arm"]["logged"]) == (3, 12)
+    row = next(line for line in lines if line.startswith("| arm |"))
+    assert row.endswith("| 3 of 12 steps |"), row
+    for s in SEEDS:  # a gate that never opened: the row says so
+        results.jobs["arm"][s].metrics["avspo/active"] = [0.0] * 4
+    lines, summary = collapse_lines(results)
+    assert summary["arm"]["acted"] == 0
+    assert next(line for line in lines if line.startswith("| arm |")).endswith("| 0 of 12 steps |")
+
+
 def test_advantage_mass_over_training_by_hand():
     results = table()
     _, summary = training_lines(results, results.mechanism)

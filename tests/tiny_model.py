@@ -18,7 +18,7 @@ def build_random_tiny(path: str, *, hidden: int = 32, layers: int = 2, vocab: in
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|pad|>", "<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()[:60])
+                                  initial_alphabet=sorted(pre_tokenizers.ByteLevel.alphabet())[:60])
     corpus = [f"What is {a} + {b}?\nAnswer: {a + b}" for a in range(30) for b in range(30)]
     tok.train_from_iterator(corpus, trainer=trainer)
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|endoftext|>",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import t as student_t
 
+from grae.compare.results import GATE_KEYS
 from grae.compare.stats import (
     Interval,
     curve_bands,
@@ -169,7 +170,8 @@ def collapse_lines(results: StudyResults) -> tuple[list[str], dict[str, Any]]:
     """Each arm's collapsed groups (ACR: the share of groups whose rewards are all equal, per step) over training as
     a ratio to the baseline's: per seed, the arm's mean ACR over its logged steps over the baseline's (the same
     seed: equal groups per step, so it is the ratio of collapsed-group counts), then the geometric mean over seeds
-    with a t_{S−1} interval on the log scale."""
+    with a t_{S−1} interval on the log scale. An arm whose estimator acts only on some steps (:data:`GATE_KEYS`)
+    says on how many of its logged steps it acted: one that never did trained as plain group normalisation."""
     baseline = results.study.baseline
     base_jobs = results.jobs[baseline]
 
@@ -180,17 +182,22 @@ def collapse_lines(results: StudyResults) -> tuple[list[str], dict[str, Any]]:
     lines = ["", f"## Collapsed groups against {baseline}", "",
              f"ACR per step averaged over training, per seed; ratio = arm / {baseline} on the same seed, geometric mean "
              "over seeds with a 95% t interval over seeds on the log scale (a seed where either is 0 is left out and "
-             f"counted); fewer = 1 − ratio.", "",
-             f"| method | mean ACR | {baseline}'s | ratio [95% CI] | fewer collapsed groups | seeds |",
-             "|---|---|---|---|---|---|"]
+             f"counted); fewer = 1 − ratio; acted = the steps on which an estimator that acts only on some steps "
+             "did (AVSPO: ACR_t > τ_t), over every seed.", "",
+             f"| method | mean ACR | {baseline}'s | ratio [95% CI] | fewer collapsed groups | seeds | acted |",
+             "|---|---|---|---|---|---|---|"]
     summary: dict[str, Any] = {}
     for m, by_seed in results.jobs.items():
         if m == baseline:
             continue
+        acted = gate_steps(by_seed.values())
+        acted_cell = f"{acted[0]} of {acted[1]} steps" if acted else "–"
         pairs = [(mean_acr(by_seed[s]), mean_acr(base_jobs[s])) for s in sorted(by_seed) if s in base_jobs]
         usable = [(a, b) for a, b in pairs if a > 0 and b > 0]
         if not usable:
-            lines.append(f"| {m} | – | – | – | – | 0 of {len(pairs)} |")
+            lines.append(f"| {m} | – | – | – | – | 0 of {len(pairs)} | {acted_cell} |")
+            if acted:
+                summary[m] = {"acted": acted[0], "logged": acted[1]}
             continue
         mean, lo, hi = _seed_interval([math.log(a / b) for a, b in usable])
         ratio = (math.exp(mean), math.exp(lo) if not math.isnan(lo) else math.nan,
@@ -199,9 +206,17 @@ def collapse_lines(results: StudyResults) -> tuple[list[str], dict[str, Any]]:
         fewer = (f"{100 * (1 - ratio[0]):.1f}% [{100 * (1 - ratio[2]):.1f}, {100 * (1 - ratio[1]):.1f}]"
                  if not math.isnan(ratio[1]) else f"{100 * (1 - ratio[0]):.1f}%")
         lines.append(f"| {m} | {np.mean([a for a, _ in usable]):.4f} | {np.mean([b for _, b in usable]):.4f} | "
-                     f"{band} | {fewer} | {len(usable)} of {len(pairs)} |")
-        summary[m] = {"ratio": ratio[0], "lo": ratio[1], "hi": ratio[2], "seeds": len(usable), "of": len(pairs)}
+                     f"{band} | {fewer} | {len(usable)} of {len(pairs)} | {acted_cell} |")
+        summary[m] = {"ratio": ratio[0], "lo": ratio[1], "hi": ratio[2], "seeds": len(usable), "of": len(pairs),
+                      **({"acted": acted[0], "logged": acted[1]} if acted else {})}
     return lines + [""], summary
+
+
+def gate_steps(jobs) -> tuple[int, int] | None:
+    """``(acted, logged)``: over the jobs, the steps on which a gated estimator acted and the steps its gate was
+    logged; None when no job logs a gate (:data:`grae.compare.results.GATE_KEYS`)."""
+    flags = [v for job in jobs for key in GATE_KEYS for v in job.series(key) if v is not None]
+    return (sum(1 for v in flags if v > 0), len(flags)) if flags else None
 
 
 def training_lines(results: StudyResults, mech: Mechanism) -> tuple[list[str], dict[str, Any]]:

@@ -47,7 +47,10 @@ VERSION = 1
 #: batches (``reward_mean``, ``frac_all_wrong``) and where the update goes (grae.compare.training.ALLOCATION)
 DYNAMICS_KEYS = ("reward_mean", "entropy", "acr", "frac_all_correct", "frac_all_wrong", "adv_neg_mass")
 ALLOCATION_KEYS = ("omega", "agrae/suppression", "adv_abs_sum_p[0.00,0.25)", "adv_abs_sum_p[0.75,1.00)")
-METRIC_KEYS = DYNAMICS_KEYS + ALLOCATION_KEYS
+#: estimators that act only on some steps log 1 on a step they acted and 0 on one they did not (AVSPO: ACR_t > τ_t,
+#: Eq. 13 of He et al.); the collapse table counts them (grae.compare.mechanism_report.collapse_lines)
+GATE_KEYS = ("avspo/active",)
+METRIC_KEYS = DYNAMICS_KEYS + ALLOCATION_KEYS + GATE_KEYS
 #: the record of the ``grae compare`` sittings that ran jobs (``<output_dir>/invocations.jsonl``): a row
 #: per finished job (``started``: the sitting's start, ``wall_seconds`` since then, ``jobs_run``), so a
 #: sitting stopped before its end keeps the jobs it finished (older records: one row per sitting)
@@ -289,7 +292,7 @@ def _job_result(cfg: CompareConfig, job: Job, config: TrainConfig, base_rows: li
 
     rows = read_metrics(job.output_dir / "metrics.jsonl")
     metrics = {key: [r.get(key) for r in rows] for key in DYNAMICS_KEYS}
-    metrics |= {key: [r.get(key, r.get(f"grae/{key}")) for r in rows] for key in ALLOCATION_KEYS}
+    metrics |= {key: [r.get(key, r.get(f"grae/{key}")) for r in rows] for key in ALLOCATION_KEYS + GATE_KEYS}
     metrics = {k: v for k, v in metrics.items() if any(x is not None for x in v)}
     if rows and not metrics:  # keep the number of logged steps
         metrics = {DYNAMICS_KEYS[0]: [None] * len(rows)}

@@ -16,6 +16,7 @@ or problems differ from the run's, naming the field. Held-out problems, the veri
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import math
@@ -160,6 +161,27 @@ def check_same_task(header: Mapping[str, Any], name: str, params: Mapping[str, A
                                 f"{params.get(key, '<unset>')!r}; a band holds only for the task it was scored on")
 
 
+#: how many generator pools :func:`_pool` keeps (a study loads one band per job, every job the same pool)
+POOL_CACHE = 4
+_POOLS: dict[tuple, dict[str, dict]] = {}
+
+
+def _pool(task: Task, name: str, params: Mapping[str, Any], size: int, seed: int) -> dict[str, dict]:
+    """``question_id`` → example of ``task.train(size, seed=seed)``. A generator task (reasoning-gym) draws the same
+    pool from the same name, params, size and seed, so its pool is drawn once per process and kept (the last
+    :data:`POOL_CACHE`); a file or hub task is read again every time (its rows may change)."""
+    from grae.data.procedural import ReasoningGymTask
+
+    if not isinstance(task, ReasoningGymTask):
+        return {str(e["question_id"]): e for e in task.train(size, seed=seed)}
+    key = (type(task).__qualname__, name, json.dumps(params, sort_keys=True, default=repr), size, seed)
+    if key not in _POOLS:
+        while len(_POOLS) >= POOL_CACHE:
+            _POOLS.pop(next(iter(_POOLS)))
+        _POOLS[key] = {str(e["question_id"]): e for e in task.train(size, seed=seed)}
+    return _POOLS[key]
+
+
 class BandTask(Task):
     """``task`` with its training stream restricted to the problems of the band file at ``path`` (module
     docstring); ``name``/``params``: how the run names the task (checked against the file's header)."""
@@ -170,13 +192,13 @@ class BandTask(Task):
         check_same_task(self.header, name, params, path)
         self.name, self.prompt_style, self.answer_format = task.name, task.prompt_style, task.answer_format
         self.one_gold_completion = task.one_gold_completion
-        self.examples = self._from_pool(rows)
+        self.examples = self._from_pool(rows, name, params)
 
-    def _from_pool(self, rows: Sequence[Mapping[str, Any]]) -> list[dict]:
-        """The task's own examples of ``rows``, drawn again from the pool the file was scored on."""
+    def _from_pool(self, rows: Sequence[Mapping[str, Any]], name: str, params: Mapping[str, Any]) -> list[dict]:
+        """The task's own examples of ``rows`` (copies), drawn again from the pool the file was scored on."""
         pool_size, seed = int(self.header["pool"]), int(self.header["pool_seed"])
         try:
-            pool = {str(e["question_id"]): e for e in self.base.train(pool_size, seed=seed)}
+            pool = _pool(self.base, name, params, pool_size, seed)
         except ValueError as err:
             raise BandFileError(f"task.train_subset: {self.path}: the task cannot draw its pool again ({err})") from None
         out = []
@@ -186,7 +208,7 @@ class BandTask(Task):
                 raise BandFileError(f"task.train_subset: problem {row['question_id']} of {self.path} is not in the task's "
                                     f"pool (size {pool_size}, seed {seed}) as scored: the task's generator or file "
                                     "changed since; score the band again")
-            out.append(example)
+            out.append(copy.deepcopy(example))
         return out
 
     def __len__(self) -> int:
