@@ -67,6 +67,26 @@ def test_a_shipped_band_is_named_by_its_file_name_and_an_unknown_one_lists_them(
         load_config(None, {"task.train_subset": "no-such-band"})
 
 
+def test_the_dry_run_checks_the_golds_of_the_held_out_problems_the_run_evaluates(monkeypatch):
+    """The default trains on in-range chains and evaluates on both strata (``eval.heldout_params``): the gold check
+    reads the held-out problems from that task, excursions included, and scores them with its verifier."""
+    from grae.data.trace import expression_of, totals_class
+    from grae.train.build import heldout_task
+    from grae.train.gold_check import check_golds
+
+    cfg = load_config(None, {"eval.num_problems": 60})
+    task = cfg.task.build()
+    held_from = heldout_task(cfg, task)
+    check = check_golds(task, 20, 60, cfg.seed, held_from)
+    assert (check.train, check.heldout, check.unscorable) == (20, 60, [])
+    classes = {totals_class(expression_of(e["question"])) for e in held_from.heldout(60)}
+    assert classes == {"in_range", "excursion"}
+    assert {totals_class(expression_of(e["question"])) for e in task.heldout(60)} == {"in_range"}
+    # the held-out golds go through the held-out task's verifier: one that rejects every gold names those 60 alone
+    monkeypatch.setattr(held_from, "score_batch", lambda replies, examples: [0.0] * len(replies))
+    assert len(check_golds(task, 20, 60, cfg.seed, held_from).unscorable) == 60
+
+
 def test_every_temperature_from_one_forward_equals_one_pass_per_temperature():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

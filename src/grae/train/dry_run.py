@@ -120,10 +120,12 @@ def _tokenizer(cfg: TrainConfig, task: Any) -> Any:
 def _gold_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
     """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`): the rows, and what
     in them leaves the run nothing to learn from."""
+    from grae.data import HubTask
     from grae.train.gold_check import budget_lines, check_golds, gold_lines, stopping_problems
 
     heldout = cfg.eval.num_problems if cfg.eval.enabled else 0
-    check = check_golds(task, cfg.task.train_size, heldout, cfg.seed)
+    held_from = heldout_task(cfg, task) if heldout and not isinstance(task, HubTask) else None
+    check = check_golds(task, cfg.task.train_size, heldout, cfg.seed, held_from)
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
     tokenizer = tokenizer if check is not None else None
     eval_tokens = cfg.eval.max_tokens if cfg.eval.enabled else None

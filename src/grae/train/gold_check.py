@@ -43,16 +43,19 @@ class GoldCheck:
     scope: str = ""
 
 
-def check_golds(task: Any, train_size: int | None, heldout_size: int, seed: int) -> GoldCheck | None:
-    """Score every checked gold of ``task`` stated the way it is read; None for a task whose rows the dry run
-    does not read (a hub dataset: nothing is downloaded)."""
+def check_golds(task: Any, train_size: int | None, heldout_size: int, seed: int,
+                heldout_task: Any = None) -> GoldCheck | None:
+    """Score every checked gold of ``task`` stated the way it is read, the held-out ones from ``heldout_task``
+    (the task ``eval.heldout_params`` builds, :func:`grae.train.build.heldout_task`; default ``task``) with its own
+    verifier; None for a task whose rows the dry run does not read (a hub dataset: nothing is downloaded)."""
     from grae.data import HubTask, RowsTask
 
     if isinstance(task, HubTask):
         return None
+    held_from = task if heldout_task is None else heldout_task
     if isinstance(task, RowsTask):
         train, held = task.splits()
-        held = held[:heldout_size]
+        held = held[:heldout_size] if held_from is task else held_from.heldout(heldout_size)
         scope = "every row"
     else:
         from grae.data.band import BandTask
@@ -62,21 +65,30 @@ def check_golds(task: Any, train_size: int | None, heldout_size: int, seed: int)
         if band:  # a band file holds a finite set of problems: never ask for more than it keeps
             limit = min(limit, len(task))
         train = task.train(limit, seed=seed)
-        held = task.heldout(heldout_size) if heldout_size else []
+        held = held_from.heldout(heldout_size) if heldout_size else []
         what = f"problems of the band file {task.path}" if band else "generated training problems"
         scope = f"the first {len(train)} {what} and the {len(held)} held-out ones"
-    examples = [*train, *held]
+    checked = [(e, *row) for part, examples in ((task, train), (held_from, held))
+               for e, row in zip(examples, _stated_score(part, examples))]
+    places = {**_places(held_from), **_places(task)}
+    unscorable = [(places.get(_key(e), e["question_id"]), e["answer"], reply)
+                  for e, reply, score, _ in checked if score != 1.0]
+    unscorable.sort(key=lambda row: _line_order(row[0]))
+    shortest = [reply for _, _, score, reply in checked if score == 1.0]
+    return GoldCheck(len(train), len(held), unscorable, shortest, _reading(task), scope)
+
+
+def _stated_score(task: Any, examples: list[dict]) -> list[tuple[str, float, str]]:
+    """Per example: its gold stated the way ``task`` reads answers, that reply's score with ``task``'s verifier, and
+    the shortest reply the verifier reads."""
+    if not examples:
+        return []
     extraction = getattr(task, "extraction", None)
     stated = [extraction.stating(e["answer"]) if extraction is not None else
               _component(task, e).answer_completion(e["answer"]) for e in examples]
-    scores = task.score_batch(stated, examples)
-    places = _places(task)
-    unscorable = [(places.get(_key(e), e["question_id"]), e["answer"], reply)
-                  for e, reply, score in zip(examples, stated, scores) if score != 1.0]
-    unscorable.sort(key=lambda row: _line_order(row[0]))
-    shortest = [extraction.shortest(e["answer"]) if extraction is not None else
-                _component(task, e).answer_completion(e["answer"]) for e, score in zip(examples, scores) if score == 1.0]
-    return GoldCheck(len(train), len(held), unscorable, shortest, _reading(task), scope)
+    shortest = [extraction.shortest(e["answer"]) if extraction is not None else reply
+                for e, reply in zip(examples, stated)]
+    return list(zip(stated, task.score_batch(stated, examples), shortest))
 
 
 def _line_order(place: str) -> tuple[str, int]:
