@@ -27,7 +27,7 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
     where each comes from, steps and batch, held-out evaluation, run directory — and what in the data would leave
     the run nothing to learn from (:func:`grae.train.gold_check.stopping_problems`) or would not fit in the model's
     context (:func:`grae.train.context_check.context_problems`)."""
-    from grae.data import LocalTask
+    from grae.data import HubTask, LocalTask
     from grae.data.hub import fields_line
     from grae.train.trl_rewards import resolve_reward
 
@@ -50,8 +50,9 @@ def plan(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[str]]:
     batch = f"{batch_line(args)}, <= {args.max_completion_length} tokens, learning rate {args.learning_rate:g}"
     e = cfg.eval
     tokenizer = _tokenizer(cfg, task)
-    golds, stops = _gold_lines(cfg, task, tokenizer)
-    context, too_long = _context_lines(cfg, task, tokenizer)
+    held_from = heldout_task(cfg, task) if e.enabled and not isinstance(task, HubTask) else task
+    golds, stops = _gold_lines(cfg, task, held_from, tokenizer)
+    context, too_long = _context_lines(cfg, task, held_from, tokenizer)
     heldout = (f"{e.num_problems} problems{_heldout_params(cfg)}, {_heldout_kind(cfg)}, {e.max_tokens} tokens, before "
                f"and after{_oracle_part(cfg, task)}" if e.enabled else "off")
     return [("estimator", f"{cfg.estimator}{f' ({params})' if params else ''}"
@@ -117,14 +118,13 @@ def _tokenizer(cfg: TrainConfig, task: Any) -> Any:
     return None if isinstance(task, HubTask) else model_tokenizer(cfg.model, processor_load_kwargs(cfg.trl))
 
 
-def _gold_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
-    """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`): the rows, and what
-    in them leaves the run nothing to learn from."""
-    from grae.data import HubTask
+def _gold_lines(cfg: TrainConfig, task: Any, held_from: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """Every gold through the verifier and the token budget (:mod:`grae.train.gold_check`), the held-out ones from
+    ``held_from`` (:func:`grae.train.build.heldout_task`): the rows, and what in them leaves the run nothing to
+    learn from."""
     from grae.train.gold_check import budget_lines, check_golds, gold_lines, stopping_problems
 
     heldout = cfg.eval.num_problems if cfg.eval.enabled else 0
-    held_from = heldout_task(cfg, task) if heldout and not isinstance(task, HubTask) else None
     check = check_golds(task, cfg.task.train_size, heldout, cfg.seed, held_from)
     args = grpo_config(cfg, output_dir="/nonexistent-dry-run")
     tokenizer = tokenizer if check is not None else None
@@ -134,7 +134,7 @@ def _gold_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tuple
     return rows, stopping_problems(check, tokenizer, args.max_completion_length, eval_tokens)
 
 
-def _context_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
+def _context_lines(cfg: TrainConfig, task: Any, held_from: Any, tokenizer: Any) -> tuple[list[tuple[str, str]], list[str]]:
     """The longest training and held-out prompt the run would use, plus its budget, against the model's context
     (:mod:`grae.train.context_check`): the row, and what does not fit. A hub dataset is not read (no row)."""
     from grae.data import HubTask
@@ -150,7 +150,7 @@ def _context_lines(cfg: TrainConfig, task: Any, tokenizer: Any) -> tuple[list[tu
         return context_lines(None, why), []
     try:  # the examples the run trains and evaluates on
         train = task.train(cfg.task.train_size, seed=cfg.seed)
-        heldout = heldout_task(cfg, task).heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
+        heldout = held_from.heldout(cfg.eval.num_problems) if cfg.eval.enabled else []
     except (ValueError, RuntimeError) as err:
         return context_lines(None, f"task: {err.args[0] if err.args else err}"), []
     why = unmeasured([*train, *heldout], tokenizer, config)

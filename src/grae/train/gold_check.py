@@ -70,7 +70,7 @@ def check_golds(task: Any, train_size: int | None, heldout_size: int, seed: int,
         scope = f"the first {len(train)} {what} and the {len(held)} held-out ones"
     checked = [(e, *row) for part, examples in ((task, train), (held_from, held))
                for e, row in zip(examples, _stated_score(part, examples))]
-    places = {**_places(held_from), **_places(task)}
+    places = _places(task) if held_from is task else {**_places(held_from), **_places(task)}
     unscorable = [(places.get(_key(e), e["question_id"]), e["answer"], reply)
                   for e, reply, score, _ in checked if score != 1.0]
     unscorable.sort(key=lambda row: _line_order(row[0]))
