@@ -190,14 +190,13 @@ def check_archive(archive: Path, allowed: tuple[str, ...], expected: dict | None
 
 
 def _config_changes(packed, expected: dict) -> list[str]:
-    """What ``packed`` (an archive's ``job.yaml``) changes in the job's configuration ``expected``."""
-    from grae.train.config import with_defaults
-    from grae.train.rundir import _differences
+    """What ``packed`` (an archive's ``job.yaml``) changes in the job's configuration ``expected``
+    (grae.train.rundir.job_changes)."""
+    from grae.train.rundir import job_changes
 
     if not isinstance(packed, dict):
         return [f"job.yaml: {packed!r}"]
-    return _differences(json.loads(json.dumps(with_defaults(packed), default=str)),
-                        json.loads(json.dumps(expected, default=str)))
+    return job_changes(packed, expected)
 
 
 def check_job_folder(folder: Path, expected: dict) -> None:

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -357,16 +358,19 @@ def test_committed_studies_validate(tmp_path):
         assert cfg.baseline in cfg.methods
 
 
+def _pooled_study(tmp_path, name, overrides):
+    """A one-job chain-sum study named ``name`` whose jobs live in the shared pool ``tmp_path/jobs``."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"base": "chain-sum", "overrides": overrides, "seeds": [0], "baseline": "grpo",
+                                    "methods": {"grpo": {"estimator": "grpo"}},
+                                    "output_dir": str(tmp_path / name), "jobs_dir": str(tmp_path / "jobs")}))
+    return path
+
+
 def test_shared_jobs_dir_reuses_same_config_and_refuses_a_different_one(tmp_path):
     from grae.train.config import to_dict
 
-    def study(name, overrides):
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump({"base": "chain-sum", "overrides": overrides, "seeds": [0], "baseline": "grpo",
-                                        "methods": {"grpo": {"estimator": "grpo"}},
-                                        "output_dir": str(tmp_path / name), "jobs_dir": str(tmp_path / "jobs")}))
-        return path
-
+    study = partial(_pooled_study, tmp_path)
     first = load_compare_config(study("a", {"max_steps": 7}))
     (job,) = first.jobs()
     assert job.output_dir == tmp_path / "jobs" / "grpo" / "seed0"
@@ -376,3 +380,25 @@ def test_shared_jobs_dir_reuses_same_config_and_refuses_a_different_one(tmp_path
     assert again.output_dir == job.output_dir
     with pytest.raises(ConfigError, match=r"method 'grpo' seed 0: .* holds a run with a different config"):
         load_compare_config(study("c", {"max_steps": 8}))
+
+
+def test_a_job_trained_with_the_no_signal_stop_armed_is_reused_when_the_study_turns_it_off(tmp_path):
+    """continue_without_signal false → true leaves the job's steps as they were (the flag only stops training), so
+    its folder is reused; true → false is another run (it may have trained through a stretch the stop ends)."""
+    from grae.train.config import to_dict
+
+    study = partial(_pooled_study, tmp_path)
+    armed = load_compare_config(study("armed", {"max_steps": 7}))
+    (job,) = armed.jobs()
+    job.output_dir.mkdir(parents=True)
+    recorded = to_dict(armed.train_config(job))
+    assert recorded["continue_without_signal"] is False
+    (job.output_dir / "job.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
+    (off,) = load_compare_config(study("off", {"max_steps": 7, "continue_without_signal": True})).jobs()
+    assert off.output_dir == job.output_dir
+
+    (job.output_dir / "job.yaml").write_text(yaml.safe_dump({**recorded, "continue_without_signal": True}))
+    with pytest.raises(ConfigError, match=r"method 'grpo' seed 0: .* holds a run with a different config"):
+        load_compare_config(study("armed_again", {"max_steps": 7}))
+    with pytest.raises(ConfigError, match=r"method 'grpo' seed 0: .* holds a run with a different config"):
+        load_compare_config(study("off_longer", {"max_steps": 8, "continue_without_signal": True}))

@@ -105,6 +105,33 @@ def test_pack_then_unpack_elsewhere_gives_finished_jobs_without_weights(tmp_path
         '{"wall_seconds": 1}', '{"wall_seconds": 2}', '{"wall_seconds": 3}']
 
 
+def test_an_archive_trained_with_the_no_signal_stop_armed_belongs_to_a_study_that_turns_it_off(tmp_path, monkeypatch):
+    """A finished job archived with continue_without_signal false is the job of a study that says true (the flag
+    only decides whether training stops); archived true, it is refused by a study that says false."""
+    from grae.train.config import to_dict
+
+    design = _study(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_compare_config(design)
+    job = cfg.jobs()[0]
+    armed = to_dict(cfg.train_config(job))
+    assert armed["continue_without_signal"] is False
+    off = {**armed, "continue_without_signal": True}
+
+    def archive(config: dict) -> Path:
+        _finish(tmp_path / "job", [], weights=False, config=config)
+        path = tmp_path / "job.tgz"
+        with tarfile.open(path, "w:gz") as tar:
+            for name in ("job.yaml", "config.yaml", "run.json", "metrics.jsonl", "eval/summary.json"):
+                tar.add(tmp_path / "job" / name, arcname=name)
+        return path
+
+    assert "job.yaml" in study_rows.check_archive(archive(armed), ("*",), expected=off)
+    with pytest.raises(ValueError, match=r"packed from another configuration of this job \(continue_without_signal: "
+                                         r"True → False\)"):
+        study_rows.check_archive(archive(off), ("*",), expected=armed)
+
+
 def test_unpack_refuses_an_archive_that_writes_outside_its_job(tmp_path):
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:

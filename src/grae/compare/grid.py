@@ -44,7 +44,9 @@ config is validated (``grae.train.config``) before anything runs.
 
 Studies that share a ``jobs_dir`` share runs: a job lives in ``<jobs_dir>/<method>/seed<s>`` and is
 reused by any study whose job of that name has the same train config. A job directory that holds a
-different config (its ``job.yaml``) is an error, never silently reused.
+different config (its ``job.yaml``) is an error, never silently reused; one difference is none: a job
+trained with the no-signal stop armed serves a study that says ``continue_without_signal: true``
+(grae.train.rundir.job_changes).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import yaml
 from grae.compare.frontier import DEFAULT_FRACTIONS, EVAL_KEYS, check_fractions, keep_steps
 from grae.compare.mechanism_spec import check_mechanism
 from grae.compare.rules.spec import FRONTIER_TESTS, RULE_SPECS, study_exact_by
-from grae.train.config import ConfigError, TrainConfig, load_config, to_dict, with_defaults
+from grae.train.config import ConfigError, TrainConfig, load_config, to_dict
 from grae.yaml_io import load_yaml
 
 #: every key of a study file: (the YAML types it takes, what it is); null is taken where a key is optional
@@ -507,12 +509,12 @@ def _check_enumerable(cfg: CompareConfig) -> None:
 def check_job_dir(job: Job, config: TrainConfig) -> None:
     """A job directory may only be reused by a job with the same train config (shared ``jobs_dir``), and
     only hold that job's run (:mod:`grae.train.rundir`): checked for every job before any runs."""
-    from grae.train.rundir import changes, claim, owner
+    from grae.train.rundir import changes, claim, job_changes, owner
 
     where = f"method {job.method!r} seed {job.seed}: {job.output_dir}"
     fix = "rename the method, or use another output_dir/jobs_dir"
     recorded = job.output_dir / "job.yaml"
-    if recorded.exists() and with_defaults(load_yaml(recorded.read_text())) != to_dict(config):
+    if recorded.exists() and job_changes(load_yaml(recorded.read_text()), to_dict(config)):
         raise ConfigError(f"{where} holds a run with a different config ({recorded}); {fix}")
     try:
         record = owner(job.output_dir)

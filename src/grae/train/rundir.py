@@ -95,6 +95,24 @@ def changes(record: dict[str, Any], config: dict[str, Any]) -> list[str]:
     return _differences(fingerprint(with_defaults(record["fingerprint"])), fingerprint(config))
 
 
+def job_changes(recorded: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """What ``config`` (``to_dict(TrainConfig)``) changes in a job's recorded configuration ``recorded`` (a
+    ``grae compare`` job's ``job.yaml``; keys it predates count as their defaults), every key counted but one.
+
+    ``continue_without_signal`` false → true does not count: that flag only decides whether training stops at a
+    stretch of steps without learning signal, so the steps a job trained with the stop armed are the steps it
+    would have trained with the stop off, and a job the stop ended resumes where it stopped (``grae train
+    --resume --continue-without-signal``). The reverse counts: a job that trained on through such a stretch is not
+    the run an armed stop would have given."""
+    from grae.train.config import with_defaults
+
+    recorded = json.loads(json.dumps(with_defaults(recorded), default=str))
+    config = json.loads(json.dumps(config, default=str))
+    if config.get("continue_without_signal") is True and recorded.get("continue_without_signal") is False:
+        recorded = {**recorded, "continue_without_signal": True}
+    return _differences(recorded, config)
+
+
 def claim(out: Path, config: dict[str, Any], *, resume: bool, overwrite: bool, dry_run: bool = False) -> str | None:
     """Claim ``out`` for the run configured by ``config`` (``to_dict(TrainConfig)``); the run id.
 
