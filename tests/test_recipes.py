@@ -31,6 +31,17 @@ with open(os.environ["RECORD"], "a") as f:
     f.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
 """
 
+#: curl's recorder: a health check answers once the server it asks has started (its recorder wrote its line), as
+#: vLLM's /health does; otherwise the launcher's EXIT trap could kill the background server before it is recorded.
+CURL_SHIM = SHIM + """if any(arg.endswith("/health") for arg in sys.argv[1:]):
+    import time
+    deadline = time.monotonic() + 30
+    while not any(line.startswith('["trl"') for line in open(os.environ["RECORD"])):
+        if time.monotonic() > deadline:
+            sys.exit(7)  # curl: failed to connect
+        time.sleep(0.05)
+"""
+
 
 def run_recorded(script: Path, tmp_path: Path, *args: str, env: dict | None = None) -> list[list[str]]:
     """Run ``bash script args`` with python3/accelerate/trl/curl/grae replaced by recorders."""
@@ -38,7 +49,7 @@ def run_recorded(script: Path, tmp_path: Path, *args: str, env: dict | None = No
     shims.mkdir(exist_ok=True)
     for name in ("python3", "accelerate", "trl", "curl", "grae"):
         path = shims / name
-        path.write_text(SHIM.format(python=sys.executable))
+        path.write_text((CURL_SHIM if name == "curl" else SHIM).format(python=sys.executable))
         path.chmod(0o755)
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
